@@ -1,0 +1,23 @@
+# Two entry points for a fresh machine (see README):
+#   make demo   - create .venv if needed, install tnbayes, compare models on a bundled real dataset
+#   make test   - create .venv if needed, install tnbayes with test extras, run the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEMO_OUT ?= demo_output
+
+.PHONY: demo test env docs bench-small
+
+$(VENV)/.installed: pyproject.toml tools/bootstrap_env.sh
+	tools/bootstrap_env.sh $(VENV) test
+	touch $@
+
+env: $(VENV)/.installed
+
+demo: env
+	$(VENV)/bin/tnbayes compare --models exact_gp --datasets wilson/yacht toy-sin --splits 0:3 --out $(DEMO_OUT)
+
+test: env
+	$(PY) -m pytest -q
+
+bench-small: env
+	$(PY) -m benchmarks --list

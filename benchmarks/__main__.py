@@ -1,0 +1,30 @@
+"""``python -m benchmarks NAME [args]``: run one benchmark entry (``--list`` lists them)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from benchmarks._common import default_data_dir
+
+#: entry name -> module in this package with a ``main(argv) -> int`` function
+ENTRIES = {
+    "exact_gp_uci": "benchmarks.exact_gp_uci",
+}
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch to one benchmark entry."""
+    if not argv or argv[0] in ("-h", "--help", "--list"):
+        print("usage: python -m benchmarks NAME [--full] [...]\n\nentries:\n  " + "\n  ".join(sorted(ENTRIES)))
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in ENTRIES:
+        print(f"unknown benchmark {name!r}; known: {', '.join(sorted(ENTRIES))}", file=sys.stderr)
+        return 2
+    default_data_dir()
+    return importlib.import_module(ENTRIES[name]).main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,22 @@
+"""tnbayes: tensor-network kernel machines as Bayesian regressors."""
+
+from tnbayes import datasets, metrics
+from tnbayes._version import __version__
+from tnbayes.compare import compare
+from tnbayes.models import BaseModel, ExactGP, NotFittedError, list_models, load_model, make_model, register_model
+from tnbayes.posterior import GaussianPosterior
+
+__all__ = [
+    "__version__",
+    "BaseModel",
+    "ExactGP",
+    "GaussianPosterior",
+    "NotFittedError",
+    "compare",
+    "datasets",
+    "list_models",
+    "load_model",
+    "make_model",
+    "metrics",
+    "register_model",
+]

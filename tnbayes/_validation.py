@@ -1,0 +1,215 @@
+"""Input validation shared by every estimator, kernel and metric.
+
+All user-facing entry points funnel arrays through these helpers so that bad input gets one
+consistent, explanatory error instead of silent garbage further down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+ArrayLike = Any  # numpy array, torch tensor, or nested sequence of numbers
+
+DEFAULT_DTYPE = torch.float64
+
+
+def resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
+    """Turn ``None``/``"float32"``/``torch.float32`` into a torch floating dtype (default float64)."""
+    if dtype is None:
+        return DEFAULT_DTYPE
+    if isinstance(dtype, str):
+        name = dtype.replace("torch.", "")
+        if name in ("float64", "double"):
+            return torch.float64
+        if name in ("float32", "float", "single"):
+            return torch.float32
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}.")
+    return dtype
+
+
+def resolve_device(device: torch.device | str | None) -> torch.device:
+    """Turn ``None``/``"cuda"``/``torch.device`` into a ``torch.device``; refuse unavailable CUDA."""
+    dev = torch.device("cpu" if device is None else device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "device='cuda' was requested but torch.cuda.is_available() is False. "
+            "Install a CUDA build of torch or use device='cpu'."
+        )
+    return dev
+
+
+def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        t = a.detach()
+        if t.is_complex():
+            raise ValueError(f"{name} is complex; real-valued data are required.")
+        if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32,
+                                                       torch.int64, torch.uint8, torch.bool)):
+            raise ValueError(f"{name} has unsupported dtype {t.dtype}; pass numbers.")
+        return t
+    if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
+        a = a.to_numpy()
+    arr = np.asarray(a)
+    if arr.dtype.kind in "OUSV" or arr.dtype.kind == "M":
+        raise ValueError(
+            f"{name} has dtype {arr.dtype} (strings/objects/dates); numeric data are required. "
+            f"Encode categorical columns as numbers first (e.g. one-hot) and convert with "
+            f"np.asarray({name}, dtype=float)."
+        )
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} is complex; real-valued data are required.")
+    return torch.from_numpy(np.ascontiguousarray(arr))
+
+
+def _check_finite(t: torch.Tensor, name: str) -> None:
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        n_bad = int(bad.sum())
+        first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
+        kind = "NaN" if bool(torch.isnan(t).any()) else "inf"
+        raise ValueError(
+            f"{name} contains {n_bad} non-finite value(s) ({kind}), first at index {first}. "
+            f"Remove or impute missing values before fitting (e.g. drop rows with "
+            f"np.isfinite(...).all(axis=1) == False)."
+        )
+
+
+def check_inputs(
+    X: ArrayLike,
+    *,
+    name: str = "X",
+    n_features: int | None = None,
+    dtype: torch.dtype = DEFAULT_DTYPE,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Validate an input matrix and return it as a tensor.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Numpy array, torch tensor or nested sequence of numbers.
+    name : str
+        Name used in error messages.
+    n_features : int, optional
+        Required number of columns (the number seen in ``fit``).
+    dtype, device
+        Target dtype and device of the returned tensor.
+
+    Returns
+    -------
+    torch.Tensor of shape (n_samples, n_features)
+
+    Raises
+    ------
+    ValueError
+        For non-numeric, non-2-D, empty or non-finite input, or a wrong number of columns.
+    """
+    t = _to_numpy_or_tensor(X, name)
+    if t.ndim != 2:
+        hint = (
+            f" If your data have a single feature, use {name}.reshape(-1, 1); if it is a single "
+            f"sample, use {name}.reshape(1, -1)." if t.ndim == 1 else ""
+        )
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_features); got {t.ndim}-D with shape "
+            f"{tuple(t.shape)}.{hint}"
+        )
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 samples); at least one sample is required.")
+    if t.shape[1] == 0:
+        raise ValueError(f"{name} has 0 features; at least one column is required.")
+    if n_features is not None and t.shape[1] != n_features:
+        raise ValueError(
+            f"{name} has {t.shape[1]} features but the model was fitted with {n_features}. "
+            f"Pass inputs with the same columns as in fit."
+        )
+    t = t.to(dtype=dtype, device=device)
+    _check_finite(t, name)
+    return t
+
+
+def check_targets(
+    y: ArrayLike,
+    *,
+    n_samples: int | None = None,
+    name: str = "y",
+    dtype: torch.dtype = DEFAULT_DTYPE,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Validate a target vector and return it as a 1-D tensor.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+    n_samples : int, optional
+        Required length (the number of rows of ``X``).
+
+    Returns
+    -------
+    torch.Tensor of shape (n_samples,)
+    """
+    t = _to_numpy_or_tensor(y, name)
+    if t.ndim != 1:
+        hint = (
+            f" For a single output stored as a column use {name}.ravel() (numpy) or "
+            f"{name}.reshape(-1) (torch); multi-output regression is not supported."
+            if t.ndim == 2 else ""
+        )
+        raise ValueError(
+            f"{name} must be 1-D of shape (n_samples,); got {t.ndim}-D with shape "
+            f"{tuple(t.shape)}.{hint}"
+        )
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 samples); at least one target is required.")
+    if n_samples is not None and t.shape[0] != n_samples:
+        raise ValueError(
+            f"X and {name} have inconsistent numbers of samples: X has {n_samples} rows, "
+            f"{name} has {t.shape[0]} entries."
+        )
+    t = t.to(dtype=dtype, device=device)
+    _check_finite(t, name)
+    return t
+
+
+def check_X_y(
+    X: ArrayLike,
+    y: ArrayLike,
+    *,
+    dtype: torch.dtype = DEFAULT_DTYPE,
+    device: torch.device | str = "cpu",
+    min_samples: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a training pair; see :func:`check_inputs` and :func:`check_targets`.
+
+    Returns
+    -------
+    X : torch.Tensor of shape (n_samples, n_features)
+    y : torch.Tensor of shape (n_samples,)
+    """
+    Xt = check_inputs(X, dtype=dtype, device=device)
+    yt = check_targets(y, n_samples=Xt.shape[0], dtype=dtype, device=device)
+    if Xt.shape[0] < min_samples:
+        raise ValueError(f"At least {min_samples} training samples are required; got {Xt.shape[0]}.")
+    return Xt, yt
+
+
+def check_positive(value: float, name: str, *, allow_zero: bool = False) -> float:
+    """Return ``float(value)`` if it is finite and positive (or zero if allowed), else raise."""
+    v = float(value)
+    ok = np.isfinite(v) and (v >= 0 if allow_zero else v > 0)
+    if not ok:
+        need = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a finite {need} number; got {value!r}.")
+    return v
+
+
+def to_numpy(t: torch.Tensor | np.ndarray | float) -> np.ndarray:
+    """Detach a tensor to a numpy array (no-op for arrays)."""
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().numpy()
+    return np.asarray(t)

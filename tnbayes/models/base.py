@@ -1,0 +1,356 @@
+"""The estimator contract every tnbayes model follows.
+
+``fit(X, y) -> self``, ``predict(X, return_std=False)``, ``posterior(X, observation_noise=True)``,
+``save(path)`` / ``load(path)``. Subclasses only implement the model-specific pieces on *scaled*
+tensors (``_fit`` and ``_latent``); validation, scaling, unit conversion, persistence and the
+fitted-check live here, once.
+
+Persistence format (``format_version`` 1): a single file written with ``torch.save`` holding only
+tensors, strings and numbers — constructor arguments and scalar fitted attributes as JSON strings,
+tensors as tensors — and read back with ``torch.load(weights_only=True)``, so loading a file never
+executes code from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from tnbayes._validation import (
+    ArrayLike,
+    check_inputs,
+    check_X_y,
+    resolve_device,
+    resolve_dtype,
+)
+from tnbayes._version import __version__
+from tnbayes.posterior import GaussianPosterior
+from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
+
+__all__ = ["BaseModel", "NotFittedError", "load_model", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_FORMAT_NAME = "tnbayes-model"
+_MODEL_CLASSES: dict[str, type["BaseModel"]] = {}
+
+
+class NotFittedError(RuntimeError):
+    """Raised when a model is used before ``fit``."""
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, torch.dtype):
+        return {"__dtype__": str(value).replace("torch.", "")}
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} as JSON")
+
+
+def _from_jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__dtype__"}:
+            return getattr(torch, value["__dtype__"])
+        return {k: _from_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_jsonable(v) for v in value]
+    return value
+
+
+class BaseModel:
+    """Base class of tnbayes estimators (regression).
+
+    Parameters common to all models
+    -------------------------------
+    normalize_y : bool
+        Standardise targets with the training mean and standard deviation (predictions are always
+        returned in the original units).
+    dtype : torch.dtype or {"float64", "float32"}, optional
+        Computation dtype; float64 by default.
+    device : str or torch.device, optional
+        ``"cpu"`` (default) or ``"cuda"``.
+    verbose : bool
+        Show progress bars and messages during ``fit``.
+
+    Notes
+    -----
+    Attributes learned in ``fit`` end with ``_`` (scikit-learn convention).
+    """
+
+    #: how inputs are scaled before they reach ``_fit`` ("standard", "minmax", "minmax-sym", "none")
+    input_scaling: ClassVar[str] = "standard"
+    #: fitted attributes rebuilt by ``_after_load`` rather than stored
+    _transient_attributes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _MODEL_CLASSES[cls.__name__] = cls
+
+    def __init__(self, *, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
+                 device: str | torch.device | None = None, verbose: bool = False) -> None:
+        self.normalize_y = normalize_y
+        self.dtype = dtype
+        self.device = device
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ parameters
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        names: list[str] = []
+        for klass in cls.__mro__:
+            if klass is object or "__init__" not in vars(klass):
+                continue
+            for p in inspect.signature(klass.__init__).parameters.values():
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names:
+                    names.append(p.name)
+        return names
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments of this model (scikit-learn style)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "BaseModel":
+        """Set constructor arguments; unknown names raise ``ValueError``."""
+        valid = self._param_names()
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(f"{type(self).__name__} has no parameter {key!r}; valid: {valid}.")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    @property
+    def dtype_(self) -> torch.dtype:
+        """The resolved computation dtype."""
+        return resolve_dtype(self.dtype)
+
+    @property
+    def device_(self) -> torch.device:
+        """The resolved computation device."""
+        return resolve_device(self.device)
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether ``fit`` has been called successfully."""
+        return getattr(self, "n_features_in_", None) is not None
+
+    def _check_fitted(self, what: str = "posterior") -> None:
+        if not self.is_fitted:
+            raise NotFittedError(
+                f"This {type(self).__name__} is not fitted yet; call fit(X, y) before {what}(...)."
+            )
+
+    # ------------------------------------------------------------------ public API
+    def fit(self, X: ArrayLike, y: ArrayLike) -> "BaseModel":
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        dtype, device = self.dtype_, self.device_
+        Xt, yt = check_X_y(X, y, dtype=dtype, device=device, min_samples=self._min_samples())
+        self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
+        self.y_scaler_ = make_target_scaler(self.normalize_y).fit(yt)
+        self.n_features_in_ = None  # not fitted until _fit succeeds
+        self._fit(self.x_scaler_.transform(Xt), self.y_scaler_.transform(yt))
+        self.n_features_in_ = int(Xt.shape[1])
+        self.n_train_ = int(Xt.shape[0])
+        return self
+
+    def posterior(self, X: ArrayLike, observation_noise: bool = True, *,
+                  full_covariance: bool = False) -> GaussianPosterior:
+        """Predictive distribution at new inputs, in the units of ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        observation_noise : bool
+            Include the (fitted) observation-noise variance (predictive distribution of new
+            observations) or not (distribution of the latent function).
+        full_covariance : bool
+            Return the joint n×n covariance (for correlated samples); otherwise marginals only.
+
+        Returns
+        -------
+        GaussianPosterior
+        """
+        self._check_fitted("posterior")
+        Xs = self._scaled_inputs(X)
+        mean, cov_or_var = self._latent(Xs, full_covariance=full_covariance)
+        noise = self.noise_variance_ if observation_noise else 0.0
+        if full_covariance:
+            cov = cov_or_var + noise * torch.eye(mean.shape[0], dtype=mean.dtype, device=mean.device)
+            post = GaussianPosterior(mean, covariance=cov, observation_noise=observation_noise,
+                                     noise_variance=self.noise_variance_)
+        else:
+            post = GaussianPosterior(mean, variance=cov_or_var + noise, observation_noise=observation_noise,
+                                     noise_variance=self.noise_variance_)
+        return post.affine(self.y_scaler_.shift_, self.y_scaler_.scale_)
+
+    def predict(self, X: ArrayLike, return_std: bool = False):
+        """Predictive mean (and standard deviation of new observations).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        return_std : bool
+
+        Returns
+        -------
+        mean : ndarray or tensor of shape (n,)
+            Same array type as ``X`` (numpy unless ``X`` is a torch tensor).
+        std : ndarray or tensor of shape (n,), if ``return_std``
+        """
+        post = self.posterior(X, observation_noise=True)
+        as_torch = isinstance(X, torch.Tensor)
+
+        def out(t: torch.Tensor):
+            return t.detach() if as_torch else t.detach().cpu().numpy()
+
+        return (out(post.mean), out(post.stddev)) if return_std else out(post.mean)
+
+    @property
+    def noise_variance(self) -> float:
+        """Fitted observation-noise variance in the units of ``y`` squared."""
+        self._check_fitted("noise_variance")
+        return float(self.noise_variance_) * float(self.y_scaler_.scale_) ** 2
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _min_samples(self) -> int:
+        return 2
+
+    def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
+        Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_)
+        return self.x_scaler_.transform(Xt)
+
+    def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:  # pragma: no cover - abstract
+        """Fit on scaled inputs (n, d) and scaled targets (n,); must set ``noise_variance_``."""
+        raise NotImplementedError
+
+    def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latent mean (n,) and variance (n,) or covariance (n, n) in scaled units."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _extra_state(self) -> dict[str, torch.Tensor]:
+        """Tensors of transient attributes that ``save`` must keep (e.g. a GPyTorch state dict)."""
+        return {}
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        """Rebuild transient attributes after ``load``."""
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model (parameters and fitted state) to ``path``.
+
+        The file holds tensors and JSON strings only; see the module docstring for the format.
+        """
+        tensors: dict[str, torch.Tensor] = {}
+        scalars: dict[str, Any] = {}
+        scalers: dict[str, dict] = {}
+        for name, value in vars(self).items():
+            if not name.endswith("_") or name.startswith("_") or name in self._transient_attributes:
+                continue
+            if isinstance(value, torch.Tensor):
+                tensors[name] = value.detach().cpu()
+            elif isinstance(value, AffineScaler):
+                scalers[name] = value.config()
+                for key, t in value.state().items():
+                    tensors[f"{name}.{key}"] = t.detach().cpu()
+            else:
+                try:
+                    scalars[name] = _jsonable(value)
+                except TypeError as err:
+                    raise TypeError(
+                        f"{type(self).__name__}.{name} cannot be saved ({err}); list it in "
+                        f"_transient_attributes and store it via _extra_state."
+                    ) from None
+        payload = {
+            "format": _FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "tnbayes_version": __version__,
+            "class": type(self).__name__,
+            "params_json": json.dumps(_jsonable(self.get_params())),
+            "scalars_json": json.dumps(scalars),
+            "scalers_json": json.dumps(scalers),
+            "tensors": tensors,
+            "extra": {k: v.detach().cpu() for k, v in self._extra_state().items()},
+        }
+        torch.save(payload, os.fspath(path))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = None) -> "BaseModel":
+        """Read a model written by :meth:`save` (never executes code from the file).
+
+        Parameters
+        ----------
+        path : str or path-like
+        device : str or torch.device, optional
+            Override the device stored in the file (e.g. load a GPU-fitted model on a CPU).
+
+        Returns
+        -------
+        BaseModel
+            An instance of the saved class; ``cls.load`` checks that it is a subclass of ``cls``.
+        """
+        payload = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+        if not isinstance(payload, dict) or payload.get("format") != _FORMAT_NAME:
+            raise ValueError(f"{path} is not a tnbayes model file.")
+        version = payload.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ValueError(
+                f"{path} uses model-file format version {version}; this tnbayes ({__version__}) reads "
+                f"up to {FORMAT_VERSION}. Upgrade tnbayes to load it."
+            )
+        class_name = payload["class"]
+        model_cls = _MODEL_CLASSES.get(class_name)
+        if model_cls is None:
+            raise ValueError(f"{path} holds a {class_name!r}, which this tnbayes does not know.")
+        if not issubclass(model_cls, cls):
+            raise TypeError(f"{path} holds a {class_name}, not a {cls.__name__}.")
+        params = _from_jsonable(json.loads(payload["params_json"]))
+        if device is not None:
+            params["device"] = str(device)
+        model = model_cls(**params)
+        target_device = model.device_
+        tensors = payload["tensors"]
+        for name, config in json.loads(payload["scalers_json"]).items():
+            state = {k.split(".", 1)[1]: v.to(target_device) for k, v in tensors.items()
+                     if k.startswith(name + ".")}
+            setattr(model, name, AffineScaler.from_state(config, state))
+        for name, value in tensors.items():
+            if "." not in name:
+                setattr(model, name, value.to(target_device))
+        for name, value in _from_jsonable(json.loads(payload["scalars_json"])).items():
+            setattr(model, name, value)
+        model._after_load({k: v.to(target_device) for k, v in payload["extra"].items()})
+        return model
+
+
+def load_model(path: str | os.PathLike, *, device: str | torch.device | None = None) -> BaseModel:
+    """Load any tnbayes model saved with ``model.save(path)``; see :meth:`BaseModel.load`."""
+    return BaseModel.load(path, device=device)
+

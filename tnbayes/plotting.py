@@ -1,0 +1,137 @@
+"""The pictures people want from a Bayesian regressor: predictive bands and calibration curves.
+
+All functions draw on a matplotlib ``Axes`` (created when not given) and return it; nothing here
+calls ``plt.show``. Import of matplotlib is deferred so that the package imports without a display.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from tnbayes import metrics
+from tnbayes._validation import ArrayLike, to_numpy
+
+__all__ = ["plot_predictive_band", "plot_calibration", "save_figure"]
+
+
+def _axes(ax: Any, figsize: tuple[float, float] = (6.0, 4.0)) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "png", "cairo") and not _has_display():
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _has_display() -> bool:
+    import os
+
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def plot_predictive_band(
+    x: ArrayLike,
+    posterior: Any,
+    *,
+    x_train: ArrayLike | None = None,
+    y_train: ArrayLike | None = None,
+    x_test: ArrayLike | None = None,
+    y_test: ArrayLike | None = None,
+    levels: Sequence[float] = (0.95,),
+    label: str = "prediction",
+    color: str = "C0",
+    ax: Any = None,
+) -> Any:
+    """Predictive mean with central bands over a 1-D input.
+
+    Parameters
+    ----------
+    x : array-like of shape (n,) or (n, 1)
+        Inputs at which ``posterior`` was computed.
+    posterior : GaussianPosterior
+        Predictive distribution at ``x`` (n points).
+    x_train, y_train, x_test, y_test : array-like of shape (m,), optional
+        Data drawn as points.
+    levels : sequence of float
+        Central probability of each band, e.g. (0.68, 0.95).
+    label, color : str
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax)
+    xs = to_numpy(x).reshape(-1)
+    order = np.argsort(xs)
+    mean = to_numpy(posterior.mean)[order]
+    for i, level in enumerate(sorted(levels, reverse=True)):
+        lo, hi = (to_numpy(b)[order] for b in posterior.interval(level))
+        ax.fill_between(xs[order], lo, hi, color=color, alpha=0.15 + 0.1 * i, lw=0,
+                        label=f"{int(round(100 * level))}% interval")
+    ax.plot(xs[order], mean, color=color, lw=1.5, label=label)
+    if x_train is not None and y_train is not None:
+        ax.scatter(to_numpy(x_train).reshape(-1), to_numpy(y_train), s=8, color="k", alpha=0.6, label="train")
+    if x_test is not None and y_test is not None:
+        ax.scatter(to_numpy(x_test).reshape(-1), to_numpy(y_test), s=10, color="C3", marker="x", label="test")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_calibration(
+    curves: dict[str, tuple[ArrayLike, ArrayLike]],
+    *,
+    title: str | None = None,
+    ax: Any = None,
+) -> Any:
+    """Reliability diagram: observed coverage of central intervals against their nominal level.
+
+    Parameters
+    ----------
+    curves : dict of name -> (nominal, observed)
+        Each a pair of arrays of shape (k,), e.g. from :func:`tnbayes.metrics.calibration_curve`.
+    title : str, optional
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax, (4.5, 4.5))
+    ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="ideal")
+    for name, (nominal, observed) in curves.items():
+        ax.plot(to_numpy(nominal), to_numpy(observed), marker="o", ms=3, label=name)
+    ax.set_xlabel("nominal coverage of central interval")
+    ax.set_ylabel("observed coverage")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def calibration_from_posterior(y_true: ArrayLike, posterior: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Shortcut for :func:`tnbayes.metrics.calibration_curve` with the default levels.
+
+    Returns
+    -------
+    nominal, observed : ndarray of shape (19,)
+    """
+    return metrics.calibration_curve(y_true, posterior)
+
+
+def save_figure(ax: Any, path: str, dpi: int = 120) -> None:
+    """Save the figure of ``ax`` to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    fig = ax.figure
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
