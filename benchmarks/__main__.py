@@ -10,6 +10,8 @@ from benchmarks._common import default_data_dir
 #: entry name -> module in this package with a ``main(argv) -> int`` function
 ENTRIES = {
     "exact_gp_uci": "benchmarks.exact_gp_uci",
+    "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
+    "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
 }
 
 

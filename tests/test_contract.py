@@ -7,7 +7,10 @@ import torch
 import tnbayes
 from tnbayes.models.registry import make_model
 
-MODEL_FACTORIES = {"exact_gp": lambda: tnbayes.ExactGP(num_restarts=0, max_iter=30)}
+MODEL_FACTORIES = {
+    "exact_gp": lambda: tnbayes.ExactGP(num_restarts=0, max_iter=30),
+    "hilbert_gp": lambda: tnbayes.HilbertGP(max_iter=30),
+}
 
 
 def _data(n=40):

@@ -49,7 +49,7 @@ def test_posterior_equals_dense_gp_formula():
     np.testing.assert_allclose(post.variance.numpy(), y.var() * var, rtol=1e-7)
     latent = model.posterior(Xt, observation_noise=False)
     np.testing.assert_allclose(latent.variance.numpy(), y.var() * (var - sn2), rtol=1e-6, atol=1e-12)
-    assert model.noise_variance == pytest.approx(sn2 * y.var())
+    assert model.noise_std**2 == pytest.approx(sn2 * y.var())
 
 
 def test_marginal_likelihood_is_at_a_local_optimum():

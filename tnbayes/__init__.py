@@ -3,7 +3,7 @@
 from tnbayes import datasets, metrics
 from tnbayes._version import __version__
 from tnbayes.compare import compare
-from tnbayes.models import BaseModel, ExactGP, NotFittedError, list_models, load_model, make_model, register_model
+from tnbayes.models import BaseModel, ExactGP, HilbertGP, NotFittedError, list_models, load_model, make_model, register_model
 from tnbayes.posterior import GaussianPosterior
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "BaseModel",
     "ExactGP",
     "GaussianPosterior",
+    "HilbertGP",
     "NotFittedError",
     "compare",
     "datasets",

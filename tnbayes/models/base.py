@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 from typing import Any, ClassVar
 
@@ -234,10 +235,10 @@ class BaseModel:
         return (out(post.mean), out(post.stddev)) if return_std else out(post.mean)
 
     @property
-    def noise_variance(self) -> float:
-        """Fitted observation-noise variance in the units of ``y`` squared."""
-        self._check_fitted("noise_variance")
-        return float(self.noise_variance_) * float(self.y_scaler_.scale_) ** 2
+    def noise_std(self) -> float:
+        """Fitted observation-noise standard deviation in the units of ``y``."""
+        self._check_fitted("noise_std")
+        return math.sqrt(float(self.noise_variance_)) * float(self.y_scaler_.scale_)
 
     # ------------------------------------------------------------------ subclass hooks
     def _min_samples(self) -> int:

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import gpytorch
 import torch
-from linear_operator.utils.errors import NotPSDError
+from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
 from tnbayes.models.base import BaseModel
@@ -101,7 +101,7 @@ class ExactGP(BaseModel):
         Fitted lengthscales in standardised input units.
     outputscale_ : float
     noise_variance_ : float
-        Noise variance on the standardised target scale (``noise_variance`` gives user units).
+        Noise variance on the standardised target scale (``noise_std`` gives the noise in user units).
     neg_mll_ : float
         Final negative marginal log likelihood per data point.
     history_ : list of float
@@ -195,8 +195,8 @@ class ExactGP(BaseModel):
 
         def loss_fn() -> torch.Tensor:
             loss = -mll(model(X), y)
-            if torch.isfinite(loss) and float(loss) < best["loss"]:
-                best["loss"], best["state"] = float(loss), copy.deepcopy(model.state_dict())
+            if torch.isfinite(loss) and float(loss.detach()) < best["loss"]:
+                best["loss"], best["state"] = float(loss.detach()), copy.deepcopy(model.state_dict())
             return loss
 
         try:
@@ -204,7 +204,7 @@ class ExactGP(BaseModel):
                 # jitter added during line-search probes is expected; the final fit is checked below
                 warnings.simplefilter("ignore", NumericalWarning)
                 self._run_optimizer(params, loss_fn)
-        except NotPSDError:
+        except (NotPSDError, NanError):  # a probe step left the region of usable hyper-parameters
             pass
         model.load_state_dict(best["state"])
         with torch.no_grad():
@@ -244,7 +244,7 @@ class ExactGP(BaseModel):
                 self._initialise(model, run, generator)
                 try:
                     loss = self._optimise(model)
-                except NotPSDError as err:  # even the initial values gave a singular matrix
+                except (NotPSDError, NanError) as err:  # even the initial values gave a singular matrix
                     warnings.warn(f"ExactGP optimiser run {run} failed ({err}); skipped.", RuntimeWarning)
                     loss = math.nan
                 history.append(loss)

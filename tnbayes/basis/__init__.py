@@ -1,0 +1,70 @@
+"""1-D bases and spectral densities: the *basis* axis of every tnbayes model.
+
+Each basis maps inputs of shape ``(..., N, D)`` to per-dimension feature matrices of shape
+``(..., D, N, M)`` whose weights have a unit-variance Gaussian prior; the Kronecker product over
+dimensions is never formed here (see :mod:`tnbayes.basis.combine` for the small-D product/additive maps).
+
+- :class:`HilbertBasis` — Laplace eigenfunctions on a box, weighted by √S (Solin & Särkkä 2020).
+- :class:`VFFBasis` — variational Fourier features for Matérn-1/2, 3/2, 5/2 (Hensman et al. 2017).
+- :mod:`~tnbayes.basis.spectral` — spectral densities (SE, Matérn-ν) as differentiable torch functions.
+- :mod:`~tnbayes.basis.rules` — choosing (M, L) and checking a fitted lengthscale against them.
+"""
+
+from .combine import DEFAULT_MAX_PRODUCT_FEATURES, additive_features, num_structured_features, product_features
+from .hilbert import (
+    HilbertBasis,
+    check_in_box,
+    data_center_and_half_range,
+    laplace_eigenfunctions,
+    laplace_sqrt_eigenvalues,
+)
+from .rules import (
+    HILBERT_RULE_CONSTANTS,
+    ApproximationWarning,
+    HilbertLengthscaleRange,
+    HilbertParameters,
+    check_hilbert_approximation,
+    choose_hilbert_parameters,
+    hilbert_lengthscale_range,
+)
+from .spectral import (
+    kernel_name,
+    log_spectral_density,
+    matern_log_spectral_density,
+    resolve_kernel,
+    se_log_spectral_density,
+    spectral_density,
+    sqrt_spectral_density,
+    stationary_kernel,
+)
+from .vff import VFF_SUPPORTED_NU, VFFBasis, vff_frequencies
+
+__all__ = [
+    "HilbertBasis",
+    "VFFBasis",
+    "VFF_SUPPORTED_NU",
+    "vff_frequencies",
+    "laplace_eigenfunctions",
+    "laplace_sqrt_eigenvalues",
+    "check_in_box",
+    "data_center_and_half_range",
+    "product_features",
+    "additive_features",
+    "num_structured_features",
+    "DEFAULT_MAX_PRODUCT_FEATURES",
+    "spectral_density",
+    "sqrt_spectral_density",
+    "log_spectral_density",
+    "se_log_spectral_density",
+    "matern_log_spectral_density",
+    "stationary_kernel",
+    "resolve_kernel",
+    "kernel_name",
+    "choose_hilbert_parameters",
+    "check_hilbert_approximation",
+    "hilbert_lengthscale_range",
+    "HilbertParameters",
+    "HilbertLengthscaleRange",
+    "ApproximationWarning",
+    "HILBERT_RULE_CONSTANTS",
+]
