@@ -100,3 +100,14 @@ def test_bad_dtype_and_device():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="cuda"):
             tnbayes.ExactGP(device="cuda").fit(X, y)
+
+
+def test_sklearn_style_params_and_score(factory):
+    model = factory()
+    params = model.get_params(deep=True)
+    clone = type(model)(**params)
+    assert clone.get_params() == params
+    X, y = _data()
+    assert clone.fit(X, y).score(X, y) > 0.5
+    with pytest.raises(tnbayes.NotFittedError):
+        factory().save("/tmp/never-written.tnb")

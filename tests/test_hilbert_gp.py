@@ -101,3 +101,48 @@ def test_matern_kernel_fits():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ApproximationWarning)
         tnbayes.HilbertGP(kernel="matern12", num_basis=64).fit(X, y)
+
+
+def test_bad_fixed_hyperparameters_and_constant_columns():
+    X, y = _data(60, 2)
+    with pytest.raises(ValueError, match="lengthscale has 3 values"):
+        tnbayes.HilbertGP(lengthscale=[0.5, 0.6, 0.7]).fit(X, y)
+    with pytest.raises(ValueError, match="ard=False takes one"):
+        tnbayes.HilbertGP(lengthscale=[0.5, 0.6], ard=False).fit(X, y)
+    with pytest.raises(ValueError, match="noise_variance must be a finite positive"):
+        tnbayes.HilbertGP(noise_variance=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="c must be"):
+        tnbayes.HilbertGP(c=0.5).fit(X, y)
+    X[:, 1] = 0.3
+    y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(y))
+    model = tnbayes.HilbertGP().fit(X, y)
+    assert tnbayes.metrics.rmse(y, model.predict(X)) < 0.2
+
+
+def test_reported_basis_matches_the_one_used(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(300, 2))
+    y = np.sin(45 * X[:, 0]) + np.sin(3 * X[:, 1]) + 0.05 * rng.standard_normal(300)
+    with pytest.warns(ApproximationWarning):
+        model = tnbayes.HilbertGP(structure="additive", max_adapt_rounds=1).fit(X, y)
+    assert model.num_basis_ == model.basis_.num_basis
+    model.save(tmp_path / "m.tnb")
+    loaded = tnbayes.load_model(tmp_path / "m.tnb")
+    np.testing.assert_array_equal(loaded.predict(X[:5]), model.predict(X[:5]))
+
+
+def test_float32_model_keeps_float64_accuracy():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 3, size=(4000, 1))
+    y = np.sin(2 * X[:, 0]) + 0.001 * rng.standard_normal(4000)
+    m64 = tnbayes.HilbertGP().fit(X, y)
+    m32 = tnbayes.HilbertGP(dtype="float32").fit(X, y)
+    assert m32.posterior(X[:3]).mean.dtype == torch.float32
+    assert m32.noise_std == pytest.approx(m64.noise_std, rel=1e-2)  # float32 inputs, float64 internals
+
+
+def test_out_of_box_error_is_in_user_units():
+    X, y = _data(100, 1)
+    model = tnbayes.HilbertGP(num_basis=32, c=1.2).fit(X + 100.0, y)
+    with pytest.raises(ValueError, match=r"value 110.*outside the box \[9[0-9.]+, 10[0-9.]+\]"):
+        model.predict(np.array([[110.0]]))

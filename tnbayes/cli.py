@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(args.models, args.datasets, args.splits,
                          model_kwargs=_parse_model_kwargs(args.model_kwargs), out_dir=args.out,
                          figures=not args.no_figures, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, MemoryError) as err:
+    except (ValueError, TypeError, FileNotFoundError, MemoryError) as err:
         print(f"tnbayes compare: error: {err}", file=sys.stderr)
         return 2
     print(result.to_markdown())

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -91,10 +92,13 @@ class ComparisonResult:
         Returns
         -------
         list of dict
-            Keys ``dataset``, ``model``, ``n_splits`` and ``<metric>_mean`` / ``<metric>_se``.
+            Keys ``dataset``, ``model``, ``n_splits`` and ``<metric>_mean`` / ``<metric>_se`` (NaN for
+            a single split). Runs that failed (``error`` rows) are left out.
         """
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in self.rows:
+            if "error" in row:
+                continue
             groups.setdefault((row["dataset"], row["model"]), []).append(row)
         out = []
         for (dataset, model), rows in groups.items():
@@ -104,7 +108,7 @@ class ComparisonResult:
                 if values.size == 0:
                     continue
                 entry[f"{name}_mean"] = float(values.mean())
-                entry[f"{name}_se"] = float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+                entry[f"{name}_se"] = float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.nan
             out.append(entry)
         return out
 
@@ -119,7 +123,8 @@ class ComparisonResult:
                 if f"{name}_mean" not in entry:
                     cells.append("–")
                     continue
-                cells.append(f"{_fmt(entry[f'{name}_mean'])} ± {_fmt(entry[f'{name}_se'])}")
+                se = entry[f"{name}_se"]
+                cells.append(_fmt(entry[f"{name}_mean"]) + ("" if math.isnan(se) else f" ± {_fmt(se)}"))
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
@@ -163,14 +168,28 @@ def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def _model_factory(spec: Any, kwargs: dict[str, Any]) -> tuple[str, Any]:
+def _model_factory(spec: Any, kwargs: dict[str, Any]) -> Any:
     if isinstance(spec, str):
         make_model(spec, **kwargs)  # fail fast on unknown names / bad arguments
-        return spec, lambda: make_model(spec, **kwargs)
+        return lambda: make_model(spec, **kwargs)
     if hasattr(spec, "get_params") and hasattr(spec, "fit"):
         params = {**spec.get_params(), **kwargs}
-        return type(spec).__name__, lambda: type(spec)(**params)
+        return lambda: type(spec)(**params)
     raise TypeError(f"models must be registered names or estimator instances; got {spec!r}.")
+
+
+def _labelled_models(models: Any) -> list[tuple[str, Any]]:
+    """(label, spec) pairs with unique labels: dict keys, names, or class names numbered on repeats."""
+    if isinstance(models, dict):
+        return [(str(k), v) for k, v in models.items()]
+    if isinstance(models, str) or hasattr(models, "fit"):
+        models = [models]
+    pairs, seen = [], {}
+    for spec in models:
+        base = spec if isinstance(spec, str) else type(spec).__name__
+        seen[base] = seen.get(base, 0) + 1
+        pairs.append((base if seen[base] == 1 else f"{base}#{seen[base]}", spec))
+    return pairs
 
 
 def compare(
@@ -182,14 +201,16 @@ def compare(
     out_dir: str | os.PathLike | None = None,
     figures: bool = True,
     progress: bool = True,
+    on_error: str = "raise",
 ) -> ComparisonResult:
     """Fit and score models on datasets over splits.
 
     Parameters
     ----------
-    models : iterable of str or estimator
-        Registered model names (see :func:`tnbayes.list_models`) or unfitted estimators.
-    datasets : iterable of str
+    models : str, estimator, iterable of them, or dict of label -> str/estimator
+        Registered model names (see :func:`tnbayes.list_models`) or unfitted estimators (cloned per
+        run). Repeated class names are numbered (``HilbertGP#2``); a dict sets the labels.
+    datasets : str or iterable of str
         Dataset names (see :func:`tnbayes.datasets.list_datasets`).
     splits : str, int, sequence of int, optional
         See :func:`parse_splits`; default every fixed split.
@@ -201,14 +222,25 @@ def compare(
         Write a calibration figure per dataset and, for 1-D data, a predictive-band figure of split 0.
     progress : bool
         Show a tqdm progress bar.
+    on_error : {"raise", "record"}
+        ``"record"`` keeps going when one fit or prediction fails: the run is stored with an
+        ``error`` message (and left out of the summary) and a warning is issued.
 
     Returns
     -------
     ComparisonResult
     """
-    model_kwargs = model_kwargs or {}
-    factories = [_model_factory(m, model_kwargs.get(m, {}) if isinstance(m, str) else {}) for m in models]
-    dataset_names = list(datasets)
+    model_kwargs = {k.lower(): v for k, v in (model_kwargs or {}).items()}
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record'; got {on_error!r}.")
+    labelled = _labelled_models(models)
+    names = {spec.lower() for _, spec in labelled if isinstance(spec, str)}
+    unused = set(model_kwargs) - names
+    if unused:
+        raise ValueError(f"model_kwargs given for {sorted(unused)}, which are not among the models {sorted(names)}.")
+    factories = [(label, _model_factory(spec, model_kwargs.get(spec.lower(), {}) if isinstance(spec, str) else {}))
+                 for label, spec in labelled]
+    dataset_names = [datasets] if isinstance(datasets, str) else list(datasets)
     if not factories or not dataset_names:
         raise ValueError("compare needs at least one model and one dataset.")
     plan = []
@@ -228,15 +260,24 @@ def compare(
             raise ValueError(f"dataset {dataset!r} has no test targets, so it cannot be scored.")
         for label, factory in factories:
             bar.set_postfix_str(f"{dataset} split {split} {label}")
-            model = factory()
-            t0 = time.perf_counter()
-            model.fit(data.X_train, data.y_train)
-            t1 = time.perf_counter()
-            post = model.posterior(data.X_test)
-            t2 = time.perf_counter()
             row: dict[str, Any] = {"dataset": dataset, "model": label, "split": split,
                                    "n_train": len(data.y_train), "n_test": len(data.y_test)}
-            row.update(metrics.evaluate(post, data.y_test, y_train=data.y_train))
+            try:
+                model = factory()
+                t0 = time.perf_counter()
+                model.fit(data.X_train, data.y_train)
+                t1 = time.perf_counter()
+                post = model.posterior(data.X_test)
+                t2 = time.perf_counter()
+                row.update(metrics.evaluate(post, data.y_test, y_train=data.y_train))
+            except Exception as err:  # noqa: BLE001 - reported per run when on_error="record"
+                if on_error == "raise":
+                    raise
+                warnings.warn(f"compare: {label} on {dataset} split {split} failed: {err}", RuntimeWarning)
+                row["error"] = f"{type(err).__name__}: {err}"
+                result.rows.append(row)
+                bar.update()
+                continue
             row["fit_seconds"] = t1 - t0
             row["predict_seconds"] = t2 - t1
             result.rows.append(row)

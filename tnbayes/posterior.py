@@ -37,6 +37,11 @@ class GaussianPosterior:
         The observation-noise variance in the user's units (informational; already included
         when ``observation_noise`` is ``True``).
 
+    Notes
+    -----
+    Single-output shapes: ``mean`` is (n,) and ``rsample`` returns (*S, n), where BoTorch's
+    ``GPyTorchPosterior`` uses a trailing output dimension ((n, 1), (*S, n, 1)).
+
     Examples
     --------
     >>> post = model.posterior(X_test)                     # doctest: +SKIP
@@ -225,7 +230,7 @@ class GaussianPosterior:
         Returns
         -------
         xarray.DataTree
-            Group ``posterior_predictive`` with ``var_name`` of dims (chain=1, draw, obs_dim_0=n),
+            Group ``posterior_predictive`` with ``var_name`` of dims (chain=1, draw, obs=n),
             and ``observed_data`` when given.
         """
         import arviz_base

@@ -45,7 +45,7 @@ class AffineScaler:
         """Estimate shift and scale from training data of shape (n, d) or (n,)."""
         if self.kind == "standard":
             shift = data.mean(dim=0)
-            scale = data.std(dim=0, unbiased=False) if data.shape[0] > 1 else torch.ones_like(shift)
+            scale = data.std(dim=0, correction=0) if data.shape[0] > 1 else torch.ones_like(shift)
         elif self.kind == "minmax":
             lo, hi = self.feature_range
             dmin, dmax = data.amin(dim=0), data.amax(dim=0)

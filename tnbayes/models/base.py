@@ -25,6 +25,7 @@ import torch
 from tnbayes._validation import (
     ArrayLike,
     check_inputs,
+    check_targets,
     check_X_y,
     resolve_device,
     resolve_dtype,
@@ -45,6 +46,8 @@ class NotFittedError(RuntimeError):
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return _jsonable(value.tolist())
     if isinstance(value, torch.dtype):
         return {"__dtype__": str(value).replace("torch.", "")}
     if isinstance(value, torch.device):
@@ -120,8 +123,9 @@ class BaseModel:
                     names.append(p.name)
         return names
 
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments of this model (scikit-learn style)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor arguments of this model (scikit-learn style; ``deep`` is accepted for
+        ``sklearn.base.clone`` compatibility — no parameter is itself an estimator)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
     def set_params(self, **params: Any) -> "BaseModel":
@@ -234,6 +238,22 @@ class BaseModel:
 
         return (out(post.mean), out(post.stddev)) if return_std else out(post.mean)
 
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Coefficient of determination R² of the predictive mean (scikit-learn convention).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        y : array-like of shape (n,)
+
+        Returns
+        -------
+        float
+        """
+        mean = self.posterior(X).mean
+        yt = check_targets(y, n_samples=mean.shape[0], dtype=mean.dtype, device=mean.device)
+        return float(1.0 - ((yt - mean) ** 2).sum() / ((yt - yt.mean()) ** 2).sum())
+
     @property
     def noise_std(self) -> float:
         """Fitted observation-noise standard deviation in the units of ``y``."""
@@ -269,6 +289,7 @@ class BaseModel:
 
         The file holds tensors and JSON strings only; see the module docstring for the format.
         """
+        self._check_fitted("save")
         tensors: dict[str, torch.Tensor] = {}
         scalars: dict[str, Any] = {}
         scalers: dict[str, dict] = {}

@@ -23,7 +23,9 @@ from typing import Any
 
 import torch
 
+from tnbayes._validation import check_positive
 from tnbayes.basis import (
+    DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
     HilbertBasis,
     additive_features,
@@ -128,6 +130,10 @@ class HilbertGP(BaseModel):
     :class:`~tnbayes.basis.ApproximationWarning` is issued if the final values still violate the
     rule (e.g. M capped by ``max_num_basis``). Matérn-1/2 has no published rule: M and c stay at
     their starting values.
+
+    The statistics, the likelihood and the weight posterior are computed in float64 whatever
+    ``dtype`` is (the O(M_tot³) work is cheap and float32 loses small noise variances); ``dtype``
+    sets the dtype of the returned posterior. A constant input column gets a nominal unit box.
     """
 
     def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
@@ -174,7 +180,7 @@ class HilbertGP(BaseModel):
         """Φ(X): (N, M_tot) products (or concatenation) of eigenfunctions, no spectral weights."""
         phi = self.basis_.eigenfunctions(X)  # (D, N, M)
         if self.structure_ == "product":
-            return product_features(phi, max_features=max(AUTO_MAX_PRODUCT_FEATURES, phi.shape[-1] ** phi.shape[0]))
+            return product_features(phi, max_features=DEFAULT_MAX_PRODUCT_FEATURES)
         return torch.cat(list(phi), dim=-1)
 
     def _feature_weights(self, lengthscale: torch.Tensor) -> torch.Tensor:
@@ -291,20 +297,56 @@ class HilbertGP(BaseModel):
         return best
 
     # ------------------------------------------------------------------ fitting
+    def _validate_hyperparameters(self, num_dims: int) -> None:
+        num_ls = num_dims if self.ard else 1
+        if self.lengthscale is not None:
+            ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
+            if ls.numel() not in (1, num_ls):
+                raise ValueError(f"lengthscale has {ls.numel()} values; give 1 or {num_ls} "
+                                 f"({'one per input' if self.ard else 'ard=False takes one'}).")
+            for value in ls.tolist():
+                check_positive(value, "lengthscale")
+        for name in ("outputscale", "noise_variance"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+        if self.mean_constant is not None and not math.isfinite(float(self.mean_constant)):
+            raise ValueError(f"mean_constant must be finite; got {self.mean_constant!r}.")
+        if self.c is not None:
+            c = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1)
+            if c.numel() not in (1, num_dims) or bool((c < 1.0).any()) or not bool(torch.isfinite(c).all()):
+                raise ValueError(f"c must be one number >= 1 or one per input ({num_dims}); got {self.c!r}.")
+        if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
+            raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")
+
+    def _max_num_basis(self, num_dims: int) -> int:
+        """Largest M the adaptation may pick: ``max_num_basis`` and, for products, M^D ≤ the product limit."""
+        limit = int(self.max_num_basis)
+        if self.structure == "product" or (self.structure == "auto" and num_dims > 1):
+            cap = AUTO_MAX_PRODUCT_FEATURES if self.structure == "auto" else DEFAULT_MAX_PRODUCT_FEATURES
+            limit = min(limit, max(1, int(math.floor(cap ** (1.0 / num_dims) + 1e-9))))
+        return limit
+
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         resolve_kernel(self.kernel, self.nu)
         name = kernel_name(self.kernel, self.nu)
         has_rule = name in HILBERT_RULE_CONSTANTS
         num_dims = X.shape[1]
+        self._validate_hyperparameters(num_dims)
+        # The likelihood work is O(M_tot^3) and ill-conditioned for small noise: always float64.
+        X, y = X.to(torch.float64), y.to(torch.float64)
         center, half_range = data_center_and_half_range(X, allow_constant=True)
+        # a constant column carries no information; give it a nominal box so the basis is defined
+        half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
         num_basis = int(self.num_basis) if self.num_basis is not None else self._default_num_basis(num_dims)
         c = torch.as_tensor(2.0 if self.c is None else self.c, dtype=torch.float64).reshape(-1).expand(num_dims).clone()
-        if bool((c < 1.0).any()):
-            raise ValueError(f"c must be >= 1 so that the box contains the training data; got {self.c}.")
         self.history_ = []
         init_ls = None if self.lengthscale is None else torch.as_tensor(self.lengthscale, dtype=X.dtype).reshape(-1)
         adapt = has_rule and (self.num_basis is None or self.c is None)
-        for _ in range(int(self.max_adapt_rounds) if adapt else 1):
+        rounds = range(int(self.max_adapt_rounds) if adapt else 1)
+        if self.verbose:
+            from tqdm.auto import tqdm
+            rounds = tqdm(rounds, desc="HilbertGP (M, c) rounds")
+        for _ in rounds:
             self.structure_ = self._structure_for(num_dims, num_basis)
             self.basis_ = HilbertBasis(num_basis, L=(c * half_range.cpu()).tolist(), center=center.tolist(),
                                        num_dims=num_dims)
@@ -316,14 +358,14 @@ class HilbertGP(BaseModel):
                 break
             need_c, need_m = _required_box_and_basis(ls.cpu().expand(num_dims), half_range.cpu(), name)
             need_c = need_c if self.c is None else c
-            need_m = min(need_m if self.num_basis is None else num_basis, int(self.max_num_basis))
-            if self.structure == "auto" and num_dims > 1 and need_m**num_dims > AUTO_MAX_PRODUCT_FEATURES:
-                need_m = min(need_m, num_basis)  # keep the product structure; the check below warns
+            need_m = min(need_m if self.num_basis is None else num_basis, self._max_num_basis(num_dims))
             if bool((need_c <= c * (1 + 1e-9)).all()) and need_m <= num_basis:
                 break
             c, num_basis = torch.maximum(c, need_c), max(num_basis, need_m)
             init_ls = ls
-        self.num_basis_, self.c_ = num_basis, c.tolist()
+        # report what the final basis really is (a last enlargement may not have been refitted)
+        self.num_basis_ = self.basis_.num_basis
+        self.c_ = (self.basis_.L / half_range.cpu()).tolist()
         self.lengthscale_ = values["lengthscale"].detach().clone()
         self.outputscale_ = float(values["outputscale"])
         self.noise_variance_ = float(values["noise"])
@@ -331,7 +373,7 @@ class HilbertGP(BaseModel):
         self.neg_mll_ = float(loss)
         if has_rule:
             check_hilbert_approximation(self.lengthscale_.cpu().expand(num_dims).tolist(), self.basis_.L.tolist(),
-                                        num_basis, name, half_range=half_range.tolist(), stacklevel=4)
+                                        self.num_basis_, name, half_range=half_range.tolist(), stacklevel=4)
         self._store_posterior(stats)
 
     def _store_posterior(self, stats: dict[str, Any]) -> None:
@@ -345,17 +387,37 @@ class HilbertGP(BaseModel):
         self.weight_cov_factor_ = sys["chol"]
 
     # ------------------------------------------------------------------ prediction
+    def _scaled_inputs(self, X: Any) -> torch.Tensor:
+        Xs = super()._scaled_inputs(X)
+        L = self.basis_.L.to(Xs)
+        center = self.basis_.center.to(Xs)
+        outside = (Xs - center).abs() > L * (1 + 1e-10)
+        if bool(outside.any()):
+            row, col = (int(i) for i in torch.nonzero(outside)[0])
+            shift, scale = self.x_scaler_.shift_[col], self.x_scaler_.scale_[col]
+            lo, hi = float((center[col] - L[col]) * scale + shift), float((center[col] + L[col]) * scale + shift)
+            value = float(Xs[row, col] * scale + shift)
+            raise ValueError(
+                f"Input row {row}, column {col} has value {value:.6g}, outside the box [{lo:.6g}, {hi:.6g}] on "
+                f"which this HilbertGP's basis is defined ({int(outside.sum())} value(s) outside in all). The "
+                f"basis vanishes at the box edges, so predictions there would be silently wrong. Refit with a "
+                f"larger c (currently {self.c_[col]:.3g} times the training half-range)."
+            )
+        return Xs
+
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        out_dtype = X.dtype
+        X = X.to(torch.float64)
         means, roots = [], []
         for chunk in torch.split(X, int(self.chunk_size)):
             Z = self._unweighted_features(chunk) * self.feature_weights_  # (n, M_tot)
             means.append(self.mean_constant_ + Z @ self.weight_mean_)
             roots.append(torch.linalg.solve_triangular(self.weight_cov_factor_, Z.T, upper=False))  # L⁻¹ zᵀ
-        mean = torch.cat(means)
+        mean = torch.cat(means).to(out_dtype)
         V = torch.cat(roots, dim=1)  # (M_tot, n)
         if full_covariance:
-            return mean, self.noise_variance_ * (V.T @ V)
-        return mean, self.noise_variance_ * (V * V).sum(0)
+            return mean, (self.noise_variance_ * (V.T @ V)).to(out_dtype)
+        return mean, (self.noise_variance_ * (V * V).sum(0)).to(out_dtype)
 
     def weight_covariance(self) -> torch.Tensor:
         """Posterior covariance of the weights, σ² B⁻¹, of shape (M_tot, M_tot) (standardised scale)."""
