@@ -75,6 +75,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     sizes = [2000, 10000] if args.quick else sorted({int(2000), *(int(s) for s in args.sizes)})
     X_test, y_test = _make_data(10_000, seed=123)
+    tnbayes.HilbertGP().fit(*_make_data(100, seed=0))  # warm-up: first optimiser use imports torch._dynamo (~1-2 s)
     rows = []
     for n in sizes:
         X, y = _make_data(n, seed=n)

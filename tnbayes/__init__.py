@@ -1,6 +1,6 @@
 """tnbayes: tensor-network kernel machines as Bayesian regressors."""
 
-from tnbayes import datasets, metrics
+from tnbayes import basis, datasets, kernels, metrics
 from tnbayes._version import __version__
 from tnbayes.compare import compare
 from tnbayes.models import BaseModel, ExactGP, HilbertGP, NotFittedError, list_models, load_model, make_model, register_model
@@ -8,6 +8,8 @@ from tnbayes.posterior import GaussianPosterior
 
 __all__ = [
     "__version__",
+    "basis",
+    "kernels",
     "BaseModel",
     "ExactGP",
     "GaussianPosterior",
