@@ -213,7 +213,7 @@ class ExactGP(BaseModel):
     def _run_optimizer(self, params: list[torch.nn.Parameter], loss_fn) -> None:
         if self.optimizer == "lbfgs":
             opt = torch.optim.LBFGS(params, lr=1.0, max_iter=int(self.max_iter), history_size=20,
-                                    line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-11)
+                                    line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-9)
 
             def closure() -> torch.Tensor:
                 opt.zero_grad()
