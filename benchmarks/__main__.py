@@ -9,7 +9,11 @@ from benchmarks._common import default_data_dir
 
 #: entry name -> module in this package with a ``main(argv) -> int`` function
 ENTRIES = {
+    "cpd_airline": "benchmarks.cpd_airline",
+    "cpd_speed": "benchmarks.cpd_speed",
+    "cpd_uci_calibration": "benchmarks.cpd_uci_calibration",
     "exact_gp_uci": "benchmarks.exact_gp_uci",
+    "tkrr_table1": "benchmarks.tkrr_table1",
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
     "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
 }

@@ -10,6 +10,7 @@ from tnbayes.models.registry import make_model
 MODEL_FACTORIES = {
     "exact_gp": lambda: tnbayes.ExactGP(num_restarts=0, max_iter=30),
     "hilbert_gp": lambda: tnbayes.HilbertGP(max_iter=30),
+    "cpd": lambda: tnbayes.CPDKernelMachine(rank=3, max_sweeps=3, hyper_max_points=40),
 }
 
 

@@ -6,6 +6,7 @@ consistent, explanatory error instead of silent garbage further down.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -213,3 +214,19 @@ def to_numpy(t: torch.Tensor | np.ndarray | float) -> np.ndarray:
     if isinstance(t, torch.Tensor):
         return t.detach().cpu().numpy()
     return np.asarray(t)
+
+
+def available_memory_bytes(device: torch.device | str | None = None) -> int:
+    """Memory currently free for new tensors on ``device``.
+
+    CUDA devices report their free memory (``torch.cuda.mem_get_info``); the CPU reports available
+    physical memory (Linux ``sysconf``; a conservative 4 GiB where that is unavailable).
+    """
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30

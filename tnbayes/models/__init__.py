@@ -1,8 +1,12 @@
 """User-facing estimators."""
 
 from tnbayes.models.base import BaseModel, NotFittedError, load_model
+from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
 from tnbayes.models.exact_gp import ExactGP
 from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.registry import list_models, make_model, register_model
 
-__all__ = ["BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]
+__all__ = [
+    "CPDKernelClassifier",
+    "CPDKernelMachine",
+    "BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]

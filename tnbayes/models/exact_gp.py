@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 import warnings
 from typing import Iterator
 
@@ -19,6 +18,7 @@ import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
+from tnbayes._validation import available_memory_bytes
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 
@@ -49,14 +49,6 @@ class _GPyTorchRegressor(gpytorch.models.ExactGP):
 
     def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
         return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
-def available_memory_bytes() -> int:
-    """Physical memory currently available to this process (Linux; a conservative 4 GiB elsewhere)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
 
 
 class ExactGP(BaseModel):
@@ -144,9 +136,9 @@ class ExactGP(BaseModel):
         limit = self.max_train_size
         if limit is not None and n > limit:
             reason = f"exceeds max_train_size={limit}"
-        elif limit is None and needed > 0.8 * available_memory_bytes():
+        elif limit is None and needed > 0.8 * available_memory_bytes(self.device_):
             reason = (f"needs about {needed / 2**30:.1f} GiB for the n×n Cholesky but only "
-                      f"{available_memory_bytes() / 2**30:.1f} GiB are available")
+                      f"{available_memory_bytes(self.device_) / 2**30:.1f} GiB are available")
         else:
             return
         raise MemoryError(

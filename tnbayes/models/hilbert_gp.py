@@ -27,6 +27,7 @@ from tnbayes._validation import check_positive
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
+    accurate_hilbert_parameters,
     HilbertBasis,
     additive_features,
     check_hilbert_approximation,
@@ -43,21 +44,6 @@ __all__ = ["HilbertGP"]
 
 #: largest M^D used by structure="auto" before it switches to the additive structure
 AUTO_MAX_PRODUCT_FEATURES = 1024
-
-
-def _required_box_and_basis(lengthscale: torch.Tensor, half_range: torch.Tensor, kernel: str) -> tuple[torch.Tensor, int]:
-    """Per-dimension c (D,) and one M that represent ``lengthscale`` (D,) accurately: the published rule, tightened.
-
-    The rule of Riutort-Mayol et al. (2022) targets a few per cent of kernel error; marginal-likelihood
-    estimates of the output scale and mean then still drift (the Dirichlet boundary pulls the function
-    to zero near the box). We also require c ≥ 1 + 2.6 ℓ/S and M ≥ 3.4 L/ℓ, which give near-exact SE
-    kernels (see ``benchmarks/results/hilbert_kernel_error.md``).
-    """
-    rule = choose_hilbert_parameters(half_range=half_range.tolist(), lengthscale_min=lengthscale.tolist(), kernel=kernel)
-    ratio = (lengthscale / half_range).to(torch.float64)
-    c = torch.maximum(torch.as_tensor(rule.c, dtype=torch.float64), 1.0 + 2.6 * ratio)
-    m = max(rule.num_basis, int(math.ceil(float((3.4 * c / ratio).max()))))
-    return c, m
 
 
 class HilbertGP(BaseModel):
@@ -356,7 +342,7 @@ class HilbertGP(BaseModel):
             self.history_.append({"num_basis": num_basis, "c": c.tolist(), "lengthscale": ls.tolist(), "neg_mll": loss})
             if not adapt:
                 break
-            need_c, need_m = _required_box_and_basis(ls.cpu().expand(num_dims), half_range.cpu(), name)
+            need_c, need_m = accurate_hilbert_parameters(ls.cpu().expand(num_dims), half_range.cpu(), name)
             need_c = need_c if self.c is None else c
             need_m = min(need_m if self.num_basis is None else num_basis, self._max_num_basis(num_dims))
             if bool((need_c <= c * (1 + 1e-9)).all()) and need_m <= num_basis:

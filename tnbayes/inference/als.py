@@ -1,0 +1,471 @@
+"""Alternating least squares for CPD-format weights: the one engine behind T-KRR, QTKM and FL.
+
+Model and objective (all on scaled data)::
+
+    f(x) = Σ_p c_p ⟨W, φ^p_1(x) ⊗ … ⊗ φ^p_K(x)⟩,     W = Σ_r w_r^(1) ⊗ … ⊗ w_r^(K)   (factors W_k: M_k × R)
+
+    J(W) = ‖y − f(X)‖² + λ · pen(W),     pen = ‖W‖_F² ("full")  or  Σ_r Π_k ‖w_r^(k)‖² ("diagonal")
+
+With every core but d fixed, f is linear in v = vec(W_d) (row-major, index m·R + r): the design row of
+sample n is ``a_n = Σ_p c_p φ^p_d(x_n) ⊗ g^p_n`` with ``g^p_n = ⊙_{k≠d} (φ^p_k(x_n) W_k)``, and the
+penalty is ``vᴴ (I_M ⊗ H_d) v`` with ``H_d = ⊙_{k≠d} W_kᴴ W_k`` (only its diagonal for "diagonal").
+Each core update solves ``(AᴴA + λ I⊗H_d) v = Aᴴy`` exactly (Cholesky; a jittered and then an
+eigen-decomposition fallback for singular systems). AᴴA and Aᴴy are accumulated over row chunks, so the
+memory is O((M R)²) plus one chunk; the per-mode projections ``φ_k W_k`` (K·P·N·R numbers) are cached
+when they fit in ``memory_budget`` and recomputed per chunk otherwise. Nothing is ever divided out of a
+cached product (T-KRR's code does that; entries near zero make it unstable).
+
+The objective is evaluated from the normal equations, ``yᴴy − 2 Re(bᴴv) + vᴴGv + λ vᴴPv``, so tracking it
+costs no extra pass over the data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from tnbayes._validation import available_memory_bytes
+from tnbayes.inference.features import TensorProductFeatures
+from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
+
+__all__ = [
+    "CPDALS",
+    "CoreSystem",
+    "REGULARIZERS",
+    "cpd_predict",
+    "design_matrix",
+    "mode_projections",
+    "product_except",
+    "solve_spd",
+]
+
+REGULARIZERS = ("full", "diagonal")
+
+
+@dataclass
+class CoreSystem:
+    """The regularised normal equations of one core, given all the others.
+
+    Attributes
+    ----------
+    mode : int
+        The core d.
+    gram : torch.Tensor of shape (M_d R, M_d R)
+        AᴴA.
+    rhs : torch.Tensor of shape (M_d R,)
+        Aᴴy.
+    penalty : torch.Tensor of shape (M_d R, M_d R)
+        I ⊗ H_d (or its diagonal), *without* λ.
+    cholesky : torch.Tensor of shape (M_d R, M_d R), optional
+        Lower Cholesky factor of AᴴA + λ·penalty (+ jitter, see ``jitter``), once solved.
+    jitter : float
+        Diagonal added to make the system factorisable (0 when it was positive definite).
+    """
+
+    mode: int
+    gram: torch.Tensor
+    rhs: torch.Tensor
+    penalty: torch.Tensor
+    cholesky: torch.Tensor | None = None
+    jitter: float = 0.0
+
+
+def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Solve a Hermitian positive (semi-)definite system by Cholesky, with a safe fallback.
+
+    Tries the plain Cholesky factorisation, then adds a growing diagonal jitter (1e-12 … 1e-6 of the mean
+    diagonal). If even that fails the matrix is not numerically PSD and ``ValueError`` is raised.
+
+    Parameters
+    ----------
+    matrix : torch.Tensor of shape (n, n)
+    rhs : torch.Tensor of shape (n,) or (n, k)
+
+    Returns
+    -------
+    solution : torch.Tensor, same shape as ``rhs``
+    cholesky : torch.Tensor of shape (n, n)
+        Lower factor of ``matrix + jitter·I``.
+    jitter : float
+    """
+    scale = float(matrix.diagonal().real.abs().mean()) or 1.0
+    eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
+    for jitter in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+        factor, info = torch.linalg.cholesky_ex(matrix + (jitter * scale) * eye if jitter else matrix)
+        if int(info) == 0:
+            column = rhs.unsqueeze(-1) if rhs.ndim == 1 else rhs
+            solution = torch.cholesky_solve(column, factor)
+            return (solution.squeeze(-1) if rhs.ndim == 1 else solution), factor, jitter * scale
+    raise ValueError(
+        "The core's normal equations are not positive definite even with jitter (NaN/inf in the features or "
+        "weights, or a zero penalty with too few data). Increase the penalty λ or lower the rank."
+    )
+
+
+def mode_projections(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, *,
+                     dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Per-mode projections ``φ^p_k(X) W_k``.
+
+    Parameters
+    ----------
+    features : TensorProductFeatures
+    factors : sequence of K tensors of shape (M_k, R)
+    X : torch.Tensor of shape (n, D)
+    dtype : torch.dtype, optional
+        Computation dtype (default: the factors' dtype).
+
+    Returns
+    -------
+    torch.Tensor of shape (K, P, n, R)
+    """
+    dtype = factors[0].dtype if dtype is None else dtype
+    return torch.stack([features.mode_features(X, k).to(dtype) @ factors[k] for k in range(features.num_modes)])
+
+
+def product_except(projections: torch.Tensor, mode: int) -> torch.Tensor:
+    """``⊙_{k≠mode} projections[k]`` (no division) → shape (P, n, R) from (K, P, n, R)."""
+    result = torch.ones_like(projections[0])
+    for k in range(projections.shape[0]):
+        if k != mode:
+            result = result * projections[k]
+    return result
+
+
+def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, mode: int,
+                  component_weights: torch.Tensor | None = None, *, projections: torch.Tensor | None = None,
+                  dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Design matrix of core ``mode``: row n is ``Σ_p c_p φ^p_d(x_n) ⊗ ⊙_{k≠d} φ^p_k(x_n) W_k``.
+
+    Parameters
+    ----------
+    features : TensorProductFeatures
+    factors : sequence of K tensors of shape (M_k, R)
+    X : torch.Tensor of shape (n, D)
+    mode : int
+    component_weights : torch.Tensor of shape (P,), optional
+        Mixture coefficients (default ones).
+    projections : torch.Tensor of shape (K, P, n, R), optional
+        Precomputed :func:`mode_projections` of ``X``.
+    dtype : torch.dtype, optional
+
+    Returns
+    -------
+    torch.Tensor of shape (n, M_d R)
+        Column index m·R + r (row-major ``vec`` of the core).
+    """
+    dtype = factors[0].dtype if dtype is None else dtype
+    if projections is None:
+        projections = mode_projections(features, factors, X, dtype=dtype)
+    others = product_except(projections, mode)  # (P, n, R)
+    phi = features.mode_features(X, mode).to(dtype)  # (P, n, M)
+    if component_weights is None:
+        component_weights = torch.ones(phi.shape[0], dtype=dtype, device=phi.device)
+    weighted = phi * component_weights.to(dtype).view(-1, 1, 1)
+    if weighted.shape[0] == 1:
+        design = weighted[0].unsqueeze(-1) * others[0].unsqueeze(-2)
+    else:
+        design = torch.einsum("pnm,pnr->nmr", weighted, others)
+    return design.reshape(design.shape[0], -1)
+
+
+def cpd_predict(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor,
+                component_weights: torch.Tensor | None = None, *, chunk_size: int = 65536) -> torch.Tensor:
+    """``f(X) = Σ_p c_p ⟨W, Φ^p(X)⟩`` for CPD weights, in row chunks.
+
+    Returns
+    -------
+    torch.Tensor of shape (n,)
+        Complex for complex features (models usually keep the real part).
+    """
+    out = []
+    for start in range(0, X.shape[0], int(chunk_size)):
+        per_component = mode_projections(features, factors, X[start:start + int(chunk_size)]).prod(0).sum(-1)  # (P, n)
+        weights = (torch.ones(per_component.shape[0], dtype=per_component.dtype, device=per_component.device)
+                   if component_weights is None else component_weights.to(per_component.dtype))
+        out.append(weights @ per_component)
+    return torch.cat(out)
+
+
+class CPDALS:
+    """ALS for a CPD weight tensor on a tensor-product feature map (see the module docstring).
+
+    Parameters
+    ----------
+    features : TensorProductFeatures
+        The K-mode feature map (possibly complex, possibly a mixture of P components).
+    X : torch.Tensor of shape (N, D)
+        Training inputs in the space ``features`` expects.
+    y : torch.Tensor of shape (N,)
+        Real training targets.
+    rank : int
+        CP rank R.
+    penalty : float
+        λ ≥ 0 (the objective is ``‖y − f‖² + λ·pen(W)``; not scaled by N).
+    regularizer : {"full", "diagonal"}
+        ``"full"`` penalises ‖W‖_F² exactly (default; a Gaussian prior on W); ``"diagonal"`` keeps only the
+        diagonal of H_d, i.e. λ Σ_r Π_k ‖w_r^(k)‖², as in T-KRR's published experiments.
+    component_weights : sequence of float of length P, optional
+        Mixture coefficients c_p (default all ones). Change later with :meth:`set_component_weights`.
+    normalize_cores : bool
+        After each core update, move the column norms of the new core into the next core to be updated.
+        This leaves W (hence f and the objective) unchanged and keeps the cached projections well scaled.
+    chunk_size : int, optional
+        Rows per chunk (default: about 32 MiB of design matrix per chunk).
+    memory_budget : int, optional
+        Bytes allowed for the projection cache (default: a quarter of the available memory).
+    factors : sequence of torch.Tensor of shape (M_k, R), optional
+        Initial cores (default: seeded standard-normal cores scaled to unit norm).
+    seed : int
+        Seed of the initial cores.
+
+    Attributes
+    ----------
+    factors : list of torch.Tensor of shape (M_k, R)
+    history : list of float
+        Objective after every core update (the first entry is the objective at the initial cores).
+    sweep_objectives : list of float
+        Objective at the end of every sweep.
+    last_system : CoreSystem or None
+        Normal equations of the most recently updated core (what a Laplace approximation needs).
+    """
+
+    def __init__(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
+                 penalty: float, *, regularizer: str = "full", component_weights: Sequence[float] | None = None,
+                 normalize_cores: bool = True, chunk_size: int | None = None, memory_budget: int | None = None,
+                 factors: Sequence[torch.Tensor] | None = None, seed: int = 0) -> None:
+        if regularizer not in REGULARIZERS:
+            raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {regularizer!r}.")
+        if isinstance(rank, bool) or int(rank) != rank or rank < 1:
+            raise ValueError(f"rank must be a positive integer; got {rank!r}.")
+        if not math.isfinite(float(penalty)) or penalty < 0:
+            raise ValueError(f"penalty λ must be a finite number >= 0; got {penalty!r}.")
+        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
+            raise ValueError(f"X must be (N, D) and y (N,) with N > 0; got {tuple(X.shape)} and {tuple(y.shape)}.")
+        self.features = features
+        self.X, self.y = X, y
+        self.rank = int(rank)
+        self.penalty = float(penalty)
+        self.regularizer = regularizer
+        self.normalize_cores = bool(normalize_cores)
+        self.real_dtype = X.dtype
+        self.dtype = (torch.complex128 if X.dtype == torch.float64 else torch.complex64) if features.is_complex else X.dtype
+        self.device = X.device
+        num_components = features.num_components
+        weights = torch.ones(num_components) if component_weights is None else torch.as_tensor(component_weights)
+        self.set_component_weights(weights)
+
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        max_width = max(features.mode_sizes) * self.rank
+        self._check_memory(max_width, itemsize)
+        if chunk_size is None:
+            chunk_size = max(256, min(X.shape[0], (32 * 2**20) // (itemsize * max_width * max(1, num_components))))
+        self.chunk_size = int(chunk_size)
+        if memory_budget is None:
+            memory_budget = available_memory_bytes(self.device) // 4
+        cache_bytes = features.num_modes * num_components * X.shape[0] * self.rank * itemsize
+        self.caches_projections = cache_bytes <= memory_budget
+
+        if factors is None:
+            generator = torch.Generator().manual_seed(int(seed))
+            factors = random_cpd(features.mode_sizes, self.rank, generator=generator, dtype=self.dtype,
+                                 device=self.device)
+        else:
+            factors = [f.to(dtype=self.dtype, device=self.device).clone() for f in factors]
+            sizes = [tuple(f.shape) for f in factors]
+            expected = [(m, self.rank) for m in features.mode_sizes]
+            if sizes != expected:
+                raise ValueError(f"initial factors have shapes {sizes}; expected {expected}.")
+        self.factors: list[torch.Tensor] = list(factors)
+        self.yy = float((y * y).sum())
+        self.history: list[float] = []
+        self.sweep_objectives: list[float] = []
+        self.last_system: CoreSystem | None = None
+        self._projections = self._all_projections() if self.caches_projections else None
+        self.history.append(self.objective())
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _check_memory(self, width: int, itemsize: int) -> None:
+        needed = 4 * width * width * itemsize  # gram, penalty, system and its Cholesky factor
+        available = available_memory_bytes(self.device)
+        if needed > 0.8 * available:
+            raise MemoryError(
+                f"A core with M·R = {width} unknowns needs about {needed / 2**30:.1f} GiB for its normal "
+                f"equations but only {available / 2**30:.1f} GiB are free. Lower the rank or the number of "
+                f"basis functions per dimension (or use a quantized model, whose cores have 2·R unknowns)."
+            )
+
+    def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
+        """Set the mixture coefficients c (P,) — FL updates these between sweeps."""
+        weights = torch.as_tensor(weights, dtype=self.real_dtype, device=self.device).reshape(-1)
+        if weights.numel() != self.features.num_components:
+            raise ValueError(f"expected {self.features.num_components} component weights; got {weights.numel()}.")
+        self.component_weights = weights
+
+    def _chunks(self, n: int | None = None) -> Iterator[slice]:
+        n = self.X.shape[0] if n is None else n
+        for start in range(0, n, self.chunk_size):
+            yield slice(start, min(n, start + self.chunk_size))
+
+    def _projections_for(self, rows: slice, X: torch.Tensor) -> torch.Tensor:
+        if self._projections is not None and X is self.X:
+            return self._projections[:, :, rows]
+        return mode_projections(self.features, self.factors, X[rows], dtype=self.dtype)
+
+    def _all_projections(self) -> torch.Tensor:
+        return torch.cat([mode_projections(self.features, self.factors, self.X[rows], dtype=self.dtype)
+                          for rows in self._chunks()], dim=2)
+
+    # ------------------------------------------------------------------ the pieces of one core update
+    def design_rows(self, X: torch.Tensor, mode: int, rows: slice | None = None) -> torch.Tensor:
+        """Rows of the design matrix A_d of core ``mode`` (the other cores fixed) → shape (n, M_d R).
+
+        ``rows`` selects rows of ``X`` (default all — mind the memory for large inputs).
+        """
+        rows = slice(0, X.shape[0]) if rows is None else rows
+        return design_matrix(self.features, self.factors, X[rows], mode, self.component_weights,
+                             projections=self._projections_for(rows, X), dtype=self.dtype)
+
+    def normal_equations(self, mode: int) -> CoreSystem:
+        """AᴴA, Aᴴy and the penalty matrix of core ``mode``, accumulated over row chunks."""
+        width = self.features.mode_sizes[mode] * self.rank
+        gram = torch.zeros(width, width, dtype=self.dtype, device=self.device)
+        rhs = torch.zeros(width, dtype=self.dtype, device=self.device)
+        for rows in self._chunks():
+            design = self.design_rows(self.X, mode, rows)
+            gram.addmm_(design.mH, design)
+            rhs.addmv_(design.mH, self.y[rows].to(self.dtype))
+        gram = 0.5 * (gram + gram.mH)  # exact Hermitian symmetry for the Cholesky factorisation
+        return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
+
+    def penalty_matrix(self, mode: int) -> torch.Tensor:
+        """I_M ⊗ H_d (full) or I_M ⊗ diag(H_d) (diagonal), without λ — shape (M_d R, M_d R)."""
+        hadamard = cpd_hadamard_gram(cpd_factor_grams(self.factors), skip=mode)
+        if self.regularizer == "diagonal":
+            hadamard = torch.diag(hadamard.diagonal())
+        eye = torch.eye(self.features.mode_sizes[mode], dtype=self.dtype, device=self.device)
+        return torch.kron(eye, hadamard)
+
+    def system_objective(self, system: CoreSystem, vector: torch.Tensor) -> float:
+        """J at core ``system.mode`` = ``vector`` (the other cores as they are), from the normal equations."""
+        fit = self.yy - 2.0 * float(torch.vdot(system.rhs, vector).real) + float(torch.vdot(vector, system.gram @ vector).real)
+        return max(fit, 0.0) + self.penalty * float(torch.vdot(vector, system.penalty @ vector).real)
+
+    def solve_core(self, system: CoreSystem) -> torch.Tensor:
+        """Solve the regularised normal equations; stores the Cholesky factor on ``system``."""
+        vector, factor, jitter = solve_spd(system.gram + self.penalty * system.penalty, system.rhs)
+        system.cholesky, system.jitter = factor, jitter
+        return vector
+
+    def update_core(self, mode: int, next_mode: int | None = None) -> float:
+        """Exact update of core ``mode``; returns the objective afterwards.
+
+        ``next_mode`` is the core to be updated next: with ``normalize_cores`` the new core's column
+        norms are moved into it.
+        """
+        system = self.normal_equations(mode)
+        vector = self.solve_core(system)
+        objective = self.system_objective(system, vector)
+        self.factors[mode] = vector.reshape(self.features.mode_sizes[mode], self.rank)
+        self._refresh_projection(mode)
+        self.last_system = system
+        if self.normalize_cores and next_mode is not None and next_mode != mode:
+            self._move_column_norms(mode, next_mode)
+        self.history.append(objective)
+        return objective
+
+    def _refresh_projection(self, mode: int) -> None:
+        if self._projections is None:
+            return
+        for rows in self._chunks():
+            features = self.features.mode_features(self.X[rows], mode).to(self.dtype)
+            self._projections[mode, :, rows] = features @ self.factors[mode]
+
+    def _move_column_norms(self, source: int, target: int) -> None:
+        norms = torch.linalg.vector_norm(self.factors[source], dim=0)
+        norms = torch.where(norms > 0, norms, torch.ones_like(norms))
+        self.factors[source] = self.factors[source] / norms
+        self.factors[target] = self.factors[target] * norms
+        if self._projections is not None:
+            self._projections[source] /= norms
+            self._projections[target] *= norms
+        self.last_system = None  # the stored system refers to the unnormalised core
+
+    # ------------------------------------------------------------------ sweeps
+    def sweep_order(self) -> list[int]:
+        """Cores updated in one sweep: 0, 1, …, K−1, then back K−2, …, 1 (T-KRR's order)."""
+        K = self.features.num_modes
+        return list(range(K)) + list(range(K - 2, 0, -1))
+
+    def run(self, max_sweeps: int = 10, tol: float = 1e-6, *, progress: bool = False,
+            between_sweeps=None) -> list[float]:
+        """Sweep until the relative objective change of a sweep is below ``tol`` or ``max_sweeps`` is reached.
+
+        A final update of core 0 closes the last sweep (as in T-KRR's code), so :attr:`last_system` holds
+        the exact conditional normal equations of core 0 given the final other cores.
+
+        Parameters
+        ----------
+        max_sweeps : int
+        tol : float
+            Relative change ``|J_prev − J| / J_prev`` below which the sweeps stop.
+        progress : bool
+            Show a tqdm progress bar.
+        between_sweeps : callable, optional
+            Called as ``between_sweeps(self)`` after every sweep (FL updates its mixture weights there).
+
+        Returns
+        -------
+        list of float
+            :attr:`sweep_objectives`.
+        """
+        order = self.sweep_order()
+        previous = self.history[-1]
+        bar = tqdm(range(int(max_sweeps)), desc="ALS sweeps", disable=not progress, leave=False)
+        for _ in bar:
+            for position, mode in enumerate(order):
+                following = order[position + 1] if position + 1 < len(order) else order[0]
+                self.update_core(mode, following)
+            if between_sweeps is not None:
+                between_sweeps(self)
+                self.history.append(self.objective())
+            current = self.history[-1]
+            self.sweep_objectives.append(current)
+            bar.set_postfix(objective=f"{current:.6g}")
+            if abs(previous - current) <= tol * max(abs(previous), 1e-300):
+                break
+            previous = current
+        bar.close()
+        if self.features.num_modes > 1 or self.last_system is None or between_sweeps is not None:
+            self.update_core(order[0], None)
+        return self.sweep_objectives
+
+    # ------------------------------------------------------------------ evaluation
+    def objective(self) -> float:
+        """J(W) by a pass over the data (used at initialisation and after non-ALS changes)."""
+        residual = 0.0
+        for rows in self._chunks():
+            residual += float((self.y[rows] - self.predict_rows(self.X, rows)).abs().square().sum())
+        return residual + self.penalty * self.penalty_value()
+
+    def penalty_value(self) -> float:
+        """pen(W): ‖W‖² (full) or Σ_r Π_k ‖w_r^(k)‖² (diagonal)."""
+        if self.regularizer == "full":
+            return float(cpd_norm_squared(self.factors))
+        return float(cpd_hadamard_gram(cpd_factor_grams(self.factors)).diagonal().real.sum())
+
+    def predict_rows(self, X: torch.Tensor, rows: slice) -> torch.Tensor:
+        """f(X[rows]) (complex for complex features) → shape (n,)."""
+        return self.component_predictions(X, rows) @ self.component_weights.to(self.dtype)
+
+    def component_predictions(self, X: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+        """Per-component predictions ⟨W, Φ^p(x)⟩ (without c_p) → shape (n, P)."""
+        rows = slice(0, X.shape[0]) if rows is None else rows
+        return self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)
+
+    def predict(self, X: torch.Tensor) -> torch.Tensor:
+        """f(X) in chunks → shape (N',), complex for complex features."""
+        return torch.cat([self.predict_rows(X, rows) for rows in self._chunks(X.shape[0])])
