@@ -40,19 +40,18 @@ def main(argv: list[str]) -> int:
     name = "cpd_airline" if not args.n_train else f"cpd_airline_{args.n_train}"
     for rank in args.ranks:
         t0 = time.perf_counter()
-        model = CPDKernelMachine(rank=rank, num_basis=40, max_sweeps=args.sweeps, verbose=True).fit(Xtr, ytr)
+        model = CPDKernelMachine(rank=rank, num_basis=40, max_sweeps=args.sweeps, out_of_box="clip",
+                                 verbose=True).fit(Xtr, ytr)
         fit_s = time.perf_counter() - t0
-        low, high = model.input_box()
-        Xc = np.clip(Xte, low, high)  # airline test rows can leave the training box slightly
-        post = model.posterior(Xc)
+        post = model.posterior(Xte)  # test rows outside the training range are clipped to it
         res = metrics.evaluate(post, yte)
         mse = float(np.mean((post.mean.numpy() - yte) ** 2)) / var
         objectives = ", ".join(f"{v:.5g}" for v in model.sweep_objectives_)
         lines.append(f"| {rank} | {len(ytr)} | {len(yte)} | {mse:.4f} | {res['nlpd']:.4f} | {res['coverage_95']:.3f} | "
                      f"{fit_s:.0f} | {len(model.sweep_objectives_)} | {objectives} |")
-        print(lines[-1], f"(clipped test entries: {int((Xc != Xte).sum())}; ℓ = {model.lengthscale_.numpy().round(3)})",
-              flush=True)
-        protocol = (f"fixed airline split; CPDKernelMachine(rank=R, num_basis=40, max_sweeps={args.sweeps}) defaults; "
+        print(lines[-1], f"(ℓ = {model.lengthscale_.numpy().round(3)})", flush=True)
+        protocol = (f"fixed airline split; CPDKernelMachine(rank=R, num_basis=40, max_sweeps={args.sweeps}, "
+                    "out_of_box='clip') defaults; "
                     "MSE on standardised y; NLPD in minutes; fit time includes the GP hyper-parameter fit on 1000 points")
         notes = ("\n\nPublished T-KRR (full 5.9M-row set, 10 sweeps, heuristic ℓ, λ = 100/N): R = 5 0.800, R = 10 0.785, "
                  "R = 20 0.763; 1M rows R = 20: 0.77; SVIGP 0.791, additive Hilbert-GP/VFF 0.827. Our set is the "

@@ -1,5 +1,7 @@
 """CPD kernel machine (T-KRR): the ALS engine against dense computations, Laplace variances, classification."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -248,3 +250,116 @@ def test_automatic_rank_stops_at_first_rank_matching_the_gp_noise():
     assert last <= AUTO_RANK_TOLERANCE * ml_noise or model.rank_ == AUTO_RANKS[-1]
     assert all(e["residual_noise_variance"] > AUTO_RANK_TOLERANCE * ml_noise for e in model.rank_search_[:-1])
     assert model.noise_variance_ == pytest.approx(max(ml_noise, model.residual_noise_variance_))
+
+
+def test_classifier_save_load_keeps_labels(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(120, 2))
+    labels = np.where(X[:, 0] > 0, "right", "left")
+    clf = tnbayes.CPDKernelClassifier(rank=2, num_basis=6, lengthscale=0.7, penalty=1e-3).fit(X, labels)
+    clf.save(tmp_path / "clf.pt")
+    loaded = tnbayes.load_model(tmp_path / "clf.pt")
+    assert list(loaded.predict(X[:10])) == list(clf.predict(X[:10]))
+    np.testing.assert_array_equal(loaded.predict_proba(X[:10]), clf.predict_proba(X[:10]))
+
+
+def test_chunk_size_and_tol_are_validated():
+    X, y = _data(40, 2)
+    with pytest.raises(ValueError, match="chunk_size"):
+        tnbayes.CPDKernelMachine(chunk_size=0, lengthscale=0.5, penalty=0.1).fit(X, y)
+    with pytest.raises(ValueError, match="tol"):
+        tnbayes.CPDKernelMachine(tol=float("nan"), lengthscale=0.5, penalty=0.1).fit(X, y)
+
+
+class _FourierFeatures(tnbayes.inference.TensorProductFeatures):
+    """exp(i 2π k x / P), k = −M/2 … M/2 − 1, one mode per input, P components with different periods."""
+
+    def __init__(self, num_dims, m, periods):
+        self.mode_sizes = [m] * num_dims
+        self.num_components = len(periods)
+        self.is_complex = True
+        self.periods = periods
+        self.k = torch.arange(-m // 2, m // 2, dtype=torch.float64)
+
+    def mode_features(self, X, mode):
+        x = X[:, mode].to(torch.float64)
+        return torch.stack([torch.exp(2j * torch.pi * x[:, None] * self.k / p) for p in self.periods])
+
+
+def _dense_design(features, X, weights):
+    """Σ_p c_p (Φ^p_1 ⊙ … row-wise Kronecker) for two modes → (N, M²)."""
+    parts = []
+    for p in range(features.num_components):
+        a, b = features.mode_features(X, 0)[p], features.mode_features(X, 1)[p]
+        parts.append(weights[p] * (a[:, :, None] * b[:, None, :]).reshape(len(X), -1))
+    return sum(parts)
+
+
+@pytest.mark.parametrize("periods, weights", [((3.0,), (1.0,)), ((3.0, 5.0), (0.7, -0.4))])
+def test_complex_and_mixture_full_rank_match_dense_complex_ridge(periods, weights):
+    X, y = _data(200, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    feats = _FourierFeatures(2, 6, periods)
+    lam = 0.05
+    engine = CPDALS(feats, Xt, yt, 6, lam, component_weights=weights, seed=2)
+    engine.run(300, tol=1e-15)
+    A = _dense_design(feats, Xt, weights)
+    w = torch.linalg.solve(A.mH @ A + lam * torch.eye(36, dtype=A.dtype), A.mH @ yt.to(A.dtype))
+    assert engine.factors[0].is_complex()
+    assert float((engine.predict(Xt) - A @ w).abs().max()) < 1e-6
+    assert np.all(np.diff(engine.history) <= 1e-10 * engine.history[0])
+    # per-component predictions combine to the prediction
+    comps = engine.component_predictions(Xt)
+    torch.testing.assert_close(comps @ torch.tensor(weights, dtype=comps.dtype), engine.predict(Xt))
+
+
+def test_complex_conditional_variance_matches_real_model():
+    """Real features stored as complex give the same Laplace variance as the real model."""
+    from tnbayes.inference import conditional_core_variance
+
+    X, y = _data(100, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    real = _features(2, 5)
+
+    class AsComplex(tnbayes.inference.TensorProductFeatures):
+        mode_sizes, num_components, is_complex = real.mode_sizes, 1, True
+
+        def mode_features(self, X, mode):
+            return real.mode_features(X, mode).to(torch.complex128)
+
+    factors = random_cpd([5, 5], 2, generator=torch.Generator().manual_seed(0))
+    a = CPDALS(real, Xt, yt, 2, 0.1, factors=factors, normalize_cores=False)
+    b = CPDALS(AsComplex(), Xt, yt, 2, 0.1, factors=factors, normalize_cores=False)
+    sa, sb = a.normal_equations(0), b.normal_equations(0)
+    _, la, _ = solve_spd(sa.gram + 0.1 * sa.penalty, sa.rhs)
+    _, lb, _ = solve_spd(sb.gram + 0.1 * sb.penalty, sb.rhs)
+    va = conditional_core_variance(real, a.factors, 0, la, Xt[:20])
+    vb = conditional_core_variance(AsComplex(), b.factors, 0, lb, Xt[:20])
+    torch.testing.assert_close(va, vb.to(va.dtype))
+
+
+def test_out_of_box_clip_extrapolates_constantly():
+    X, y = _data(150, 2)
+    kwargs = dict(rank=2, num_basis=8, lengthscale=0.6, outputscale=1.0, noise_variance=0.01)
+    clip = tnbayes.CPDKernelMachine(out_of_box="clip", **kwargs).fit(X, y)
+    far = np.array([[5.0, 0.3], [-7.0, -0.2]])
+    edge = np.array([[X[:, 0].max(), 0.3], [X[:, 0].min(), -0.2]])
+    np.testing.assert_allclose(clip.predict(far), clip.predict(edge), rtol=1e-12)
+    with pytest.raises(ValueError, match="out_of_box"):
+        tnbayes.CPDKernelMachine(out_of_box="extend", **kwargs).fit(X, y)
+
+
+def test_estimated_lengthscale_below_basis_resolution_is_raised():
+    from tnbayes.basis import ApproximationWarning
+    from tnbayes.models.cpd import LENGTHSCALE_RESOLUTION
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(-1, 1, 200), rng.integers(0, 7, 200)])  # a discrete input
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(200) * (X[:, 1] % 2)
+    model = tnbayes.CPDKernelMachine(rank=3, num_basis=6, max_num_basis=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y)
+    c = model.box_half_width_ / model.data_half_range_
+    shortest = LENGTHSCALE_RESOLUTION * c * model.data_half_range_ / model.num_basis_
+    assert bool((model.lengthscale_ >= shortest - 1e-12).all())

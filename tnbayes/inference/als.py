@@ -9,8 +9,8 @@ Model and objective (all on scaled data)::
 With every core but d fixed, f is linear in v = vec(W_d) (row-major, index m·R + r): the design row of
 sample n is ``a_n = Σ_p c_p φ^p_d(x_n) ⊗ g^p_n`` with ``g^p_n = ⊙_{k≠d} (φ^p_k(x_n) W_k)``, and the
 penalty is ``vᴴ (I_M ⊗ H_d) v`` with ``H_d = ⊙_{k≠d} W_kᴴ W_k`` (only its diagonal for "diagonal").
-Each core update solves ``(AᴴA + λ I⊗H_d) v = Aᴴy`` exactly (Cholesky; a jittered and then an
-eigen-decomposition fallback for singular systems). AᴴA and Aᴴy are accumulated over row chunks, so the
+Each core update solves ``(AᴴA + λ I⊗H_d) v = Aᴴy`` exactly (Cholesky, retried with a growing diagonal
+jitter for numerically singular systems; an error that says what to change when even that fails). AᴴA and Aᴴy are accumulated over row chunks, so the
 memory is O((M R)²) plus one chunk; the per-mode projections ``φ_k W_k`` (K·P·N·R numbers) are cached
 when they fit in ``memory_budget`` and recomputed per chunk otherwise. Nothing is ever divided out of a
 cached product (T-KRR's code does that; entries near zero make it unstable).
@@ -77,8 +77,8 @@ class CoreSystem:
 def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Solve a Hermitian positive (semi-)definite system by Cholesky, with a safe fallback.
 
-    Tries the plain Cholesky factorisation, then adds a growing diagonal jitter (1e-12 … 1e-6 of the mean
-    diagonal). If even that fails the matrix is not numerically PSD and ``ValueError`` is raised.
+    Tries the plain Cholesky factorisation, then adds a growing diagonal jitter (10 … 10⁴ machine epsilons of
+    the mean diagonal). If even that fails the matrix is not numerically PSD and ``ValueError`` is raised.
 
     Parameters
     ----------
@@ -94,7 +94,8 @@ def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, to
     """
     scale = float(matrix.diagonal().real.abs().mean()) or 1.0
     eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
-    for jitter in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+    eps = torch.finfo(matrix.dtype).eps
+    for jitter in (0.0, 10 * eps, 1e2 * eps, 1e3 * eps, 1e4 * eps):
         factor, info = torch.linalg.cholesky_ex(matrix + (jitter * scale) * eye if jitter else matrix)
         if int(info) == 0:
             column = rhs.unsqueeze(-1) if rhs.ndim == 1 else rhs
@@ -226,7 +227,8 @@ class CPDALS:
     ----------
     factors : list of torch.Tensor of shape (M_k, R)
     history : list of float
-        Objective after every core update (the first entry is the objective at the initial cores).
+        Objective after every core update (the first entry is the objective at the initial cores; with
+        ``between_sweeps`` also after each of those calls).
     sweep_objectives : list of float
         Objective at the end of every sweep.
     last_system : CoreSystem or None
@@ -245,6 +247,10 @@ class CPDALS:
             raise ValueError(f"penalty λ must be a finite number >= 0; got {penalty!r}.")
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
             raise ValueError(f"X must be (N, D) and y (N,) with N > 0; got {tuple(X.shape)} and {tuple(y.shape)}.")
+        if y.is_complex() or not y.is_floating_point() or y.device != X.device:
+            raise ValueError(f"y must be a real floating tensor on X's device ({X.device}); got {y.dtype} on {y.device}.")
+        if chunk_size is not None and (isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {chunk_size!r}.")
         self.features = features
         self.X, self.y = X, y
         self.rank = int(rank)
@@ -422,6 +428,8 @@ class CPDALS:
         list of float
             :attr:`sweep_objectives`.
         """
+        if not math.isfinite(float(tol)) or tol < 0:
+            raise ValueError(f"tol must be a finite number >= 0; got {tol!r}.")
         order = self.sweep_order()
         previous = self.history[-1]
         bar = tqdm(range(int(max_sweeps)), desc="ALS sweeps", disable=not progress, leave=False)

@@ -43,8 +43,8 @@ def conditional_core_variance(features: TensorProductFeatures, factors: Sequence
     Returns
     -------
     torch.Tensor of shape (n,)
-        Real, non-negative. For complex features this is ``½ aᴴ S⁻¹ a``, the variance of the real part
-        under a circular complex Gaussian posterior.
+        Real, non-negative. For complex features the objective ‖y − f‖² + λ‖W‖² read as exp(−J/2σ²) gives a
+        circular complex posterior with covariance 2σ²S⁻¹, so ``σ² aᴴS⁻¹a`` is the variance of the real part.
     """
     out = []
     for start in range(0, X.shape[0], int(chunk_size)):
@@ -52,5 +52,4 @@ def conditional_core_variance(features: TensorProductFeatures, factors: Sequence
                                dtype=cholesky.dtype)
         whitened = torch.linalg.solve_triangular(cholesky, design.mH, upper=False)  # (M R, n)
         out.append(whitened.abs().square().sum(0))
-    variance = torch.cat(out)
-    return 0.5 * variance if cholesky.dtype.is_complex else variance
+    return torch.cat(out)

@@ -38,7 +38,8 @@ class KernelHyperparameters:
 
 
 def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel: str = "se", nu: float | None = None,
-                                    max_points: int = 1000, seed: int = 0, num_restarts: int = 1) -> KernelHyperparameters:
+                                    max_points: int = 1000, seed: int = 0, num_restarts: int = 1,
+                                    ard: bool = True) -> KernelHyperparameters:
     """Maximise the exact GP marginal likelihood (ARD kernel, GPyTorch) on a random subsample.
 
     Parameters
@@ -54,6 +55,8 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         Seed of the subsample and of the optimiser restarts.
     num_restarts : int
         Extra optimiser runs from random starting values.
+    ard : bool
+        One lengthscale per input (default) or one shared lengthscale (returned repeated D times).
 
     Returns
     -------
@@ -69,11 +72,11 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         rows = torch.randperm(n, generator=generator)[: int(max_points)].to(X.device)
         X, y = X[rows], y[rows]
     gp_kernel = "rbf" if family == "se" else "matern"
-    gp = ExactGP(kernel=gp_kernel, nu=smoothness if smoothness is not None else 2.5, ard=True,
-                 num_restarts=num_restarts, seed=seed, dtype=X.dtype, device=X.device)
-    gp.fit(X, y)
+    gp = ExactGP(kernel=gp_kernel, nu=smoothness if smoothness is not None else 2.5, ard=ard,
+                 num_restarts=num_restarts, seed=seed, dtype=torch.float64, device=X.device)
+    gp.fit(X.double(), y.double())  # GP-grade hyper-parameters even for float32 models
     x_scale = gp.x_scaler_.scale_.reshape(-1).to(torch.float64).cpu()
     y_scale2 = float(gp.y_scaler_.scale_) ** 2
-    lengthscale = gp.lengthscale_.reshape(-1).to(torch.float64).cpu() * x_scale
+    lengthscale = gp.lengthscale_.reshape(-1).to(torch.float64).cpu().expand(x_scale.numel()) * x_scale
     return KernelHyperparameters(lengthscale=lengthscale, outputscale=gp.outputscale_ * y_scale2,
                                  noise_variance=gp.noise_variance_ * y_scale2, num_points=int(X.shape[0]))

@@ -44,6 +44,8 @@ AUTO_RANKS = (10, 20, 40)
 AUTO_RANK_TOLERANCE = 1.1
 #: largest M·R that rank=None will try (normal equations of 1600² numbers)
 AUTO_RANK_MAX_WIDTH = 1600
+#: estimated lengthscales are kept ≥ this · c·S/M (the tightened accuracy rule M ≥ 3.4 c S/ℓ, inverted)
+LENGTHSCALE_RESOLUTION = 3.4
 #: smallest default boundary factor c (the published rule allows 1.2; test inputs often lie a bit further out)
 MIN_DEFAULT_BOUNDARY_FACTOR = 1.5
 #: kernels whose (M, c) rule is known (others use the SE rule)
@@ -85,6 +87,11 @@ class CPDKernelMachine(BaseModel):
         Subsample size of the marginal-likelihood fit that estimates missing hyper-parameters.
     max_num_basis : int
         Cap of the automatically chosen M.
+    ard : bool
+        Estimate one lengthscale per input (default) or one shared lengthscale.
+    out_of_box : {"raise", "clip"}
+        Inputs outside the Hilbert box at prediction time raise a ``ValueError`` (default) or are clipped
+        to the training range per input (constant extrapolation; see :meth:`input_box`).
     chunk_size : int, optional
         Rows per chunk of the normal-equation accumulation (default ~32 MiB of design matrix).
     seed : int
@@ -106,6 +113,8 @@ class CPDKernelMachine(BaseModel):
     num_basis_ : int
     box_center_, box_half_width_ : torch.Tensor of shape (D,)
         The Hilbert box per standardised input.
+    data_half_range_ : torch.Tensor of shape (D,)
+        Half-range of the standardised training inputs (``out_of_box="clip"`` clips to centre ± this).
     hyperparameter_source_ : str
         ``"given"`` or ``"marginal likelihood on n points"``.
     history_ : list of float
@@ -117,13 +126,17 @@ class CPDKernelMachine(BaseModel):
     core_choleskys_ : torch.Tensor of shape (len(laplace_modes_), M R, M R)
         Cholesky factors of their regularised normal equations.
     residual_noise_variance_ : float
-        RSS / (N − effective degrees of freedom of the last core) — a check on ``noise_variance_``.
+        RSS / (N − effective_dof_) — a check on ``noise_variance_``.
+    effective_dof_ : float
+        tr((A_dᵀA_d + λ I⊗H_d)⁻¹ A_dᵀA_d) of the last-updated core only (a lower bound on the model's).
 
     Notes
     -----
     **Hyper-parameters.** Missing values of ℓ, σ_f², σ² are estimated the paper's way: an exact ARD GP
     (:class:`~tnbayes.ExactGP`, GPyTorch, float64) maximises the marginal likelihood on a random subsample of
-    at most ``hyper_max_points`` standardised training points; λ = σ²/σ_f².
+    at most ``hyper_max_points`` standardised training points; λ = σ²/σ_f². An estimated ℓ shorter than the
+    M basis functions resolve (3.4·c·S/M) is raised to that value with an ``ApproximationWarning`` (ML-II
+    sometimes sends ℓ → 0 on discrete or duplicated inputs; such a ℓ would make the approximate kernel vanish).
 
     **Rank.** ``rank=None`` tries R = 10, 20, 40 (while M·R ≤ 1600) and keeps the first whose residual noise
     estimate RSS/(N − dof) is within 10% of the GP's σ², i.e. the first rank that explains the data as well
@@ -139,8 +152,9 @@ class CPDKernelMachine(BaseModel):
     The block-diagonal sum can double-count directions that two cores share (moving scale between
     cores), so it leans conservative. The noise variance is the larger of the marginal-likelihood σ²
     and the residual estimate (a fit that leaves more residual than the GP's noise carries that misfit as
-    noise); a given ``noise_variance`` is used as is, and with a given ``penalty`` and no σ² the residual
-    estimate is used. ``"none"`` returns
+    noise); a given ``noise_variance`` is used as is. When no GP is fitted (``lengthscale`` and ``penalty``
+    given, no σ²) the residual estimate is used. A GP is fitted whenever ℓ or λ is missing, with ℓ free, so
+    with a given ℓ and no λ, σ² and σ_f² come from the GP's own ℓ. ``"none"`` returns
     the noise variance only. None of these is a posterior over the CP rank or the hyper-parameters.
     """
 
@@ -152,8 +166,8 @@ class CPDKernelMachine(BaseModel):
                  outputscale: float | None = None, noise_variance: float | None = None,
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
-                 max_num_basis: int = 40, chunk_size: int | None = None, seed: int = 0,
-                 normalize_y: bool = True, dtype: torch.dtype | str | None = None,
+                 max_num_basis: int = 40, ard: bool = True, out_of_box: str = "raise",
+                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self.rank = rank
@@ -171,17 +185,26 @@ class CPDKernelMachine(BaseModel):
         self.uncertainty = uncertainty
         self.hyper_max_points = hyper_max_points
         self.max_num_basis = max_num_basis
+        self.ard = ard
+        self.out_of_box = out_of_box
         self.chunk_size = chunk_size
         self.seed = seed
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self, num_dims: int) -> None:
+        if self.chunk_size is not None and (isinstance(self.chunk_size, bool) or int(self.chunk_size) != self.chunk_size
+                                            or int(self.chunk_size) < 1):
+            raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {self.chunk_size!r}.")
+        if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
+            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
         if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
                                       or int(self.rank) < 1):
             raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
         resolve_kernel(self.kernel, self.nu)
         if self.regularizer not in REGULARIZERS:
             raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {self.regularizer!r}.")
+        if self.out_of_box not in ("raise", "clip"):
+            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
@@ -214,7 +237,8 @@ class CPDKernelMachine(BaseModel):
         estimate = None
         if self.lengthscale is None or need_penalty:
             estimate = estimate_kernel_hyperparameters(X, y, kernel=self.kernel, nu=self.nu,
-                                                       max_points=int(self.hyper_max_points), seed=int(self.seed))
+                                                       max_points=int(self.hyper_max_points), seed=int(self.seed),
+                                                       ard=bool(self.ard))
             self.hyperparameter_source_ = f"marginal likelihood on {estimate.num_points} points"
         else:
             self.hyperparameter_source_ = "given"
@@ -254,9 +278,22 @@ class CPDKernelMachine(BaseModel):
                     f"The fitted lengthscales need M = {need_m} basis functions per input for an accurate "
                     f"kernel approximation; using max_num_basis = {num_basis}. Short lengthscales are smoothed; "
                     f"raise max_num_basis (cost grows as M²) if the fit is poor.", ApproximationWarning, stacklevel=4)
+        if self.lengthscale is None:
+            # An estimated ℓ below what M functions resolve would shrink the approximate kernel's variance
+            # (every represented frequency gets ~0 weight); raise it to the shortest representable ℓ.
+            shortest = LENGTHSCALE_RESOLUTION * c * half_range / num_basis
+            clamped = self.lengthscale_ < shortest
+            if bool(clamped.any()):
+                warnings.warn(
+                    f"Estimated lengthscales {self.lengthscale_[clamped].numpy().round(4).tolist()} of inputs "
+                    f"{torch.nonzero(clamped).flatten().tolist()} are shorter than M = {num_basis} basis functions "
+                    f"resolve; raised to {shortest[clamped].numpy().round(4).tolist()}.", ApproximationWarning,
+                    stacklevel=4)
+                self.lengthscale_ = torch.maximum(self.lengthscale_, shortest)
         self.num_basis_ = num_basis
         self.box_center_ = center
         self.box_half_width_ = (c * half_range).to(torch.float64)
+        self.data_half_range_ = half_range.to(torch.float64)
         return self._features()
 
     def _features(self) -> BasisFeatures:
@@ -294,7 +331,8 @@ class CPDKernelMachine(BaseModel):
     def _residual_noise(self, engine: CPDALS, n: int) -> float:
         """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
         last = engine.last_system
-        rss = max(engine.history[-1] - self.penalty_ * engine.penalty_value(), 0.0)
+        # a direct pass: the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32
+        rss = max(engine.objective() - self.penalty_ * engine.penalty_value(), 0.0)
         self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
         return rss / max(n - self.effective_dof_, 1.0)
 
@@ -311,7 +349,7 @@ class CPDKernelMachine(BaseModel):
             self.noise_variance_ = self.residual_noise_variance_
         if self.uncertainty == "none":
             self.laplace_modes_ = []
-            self.core_choleskys_ = torch.zeros(0, width, width, dtype=last.gram.dtype)
+            self.core_choleskys_ = torch.zeros(0, width, width, dtype=last.gram.dtype, device=last.gram.device)
             return
         systems = {last.mode: last.cholesky}
         if self.uncertainty == "all_cores":
@@ -325,6 +363,10 @@ class CPDKernelMachine(BaseModel):
     # ------------------------------------------------------------------ prediction
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
         Xs = super()._scaled_inputs(X)
+        if self.out_of_box == "clip":
+            center = self.box_center_.to(Xs)
+            half_range = self.data_half_range_.to(Xs)
+            Xs = torch.maximum(torch.minimum(Xs, center + half_range), center - half_range)
         try:
             self.features_.check_inputs(Xs)
         except ValueError as err:
@@ -360,7 +402,8 @@ class CPDKernelMachine(BaseModel):
     def input_box(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corner of the region the fitted basis can represent, in the units of X.
 
-        ``posterior``/``predict`` raise for inputs outside it; clip or refit with a larger ``c`` if needed.
+        ``posterior``/``predict`` raise for inputs outside it (or clip them to the training range with
+        ``out_of_box="clip"``); refit with a larger ``c`` to reach further.
 
         Returns
         -------
@@ -369,8 +412,9 @@ class CPDKernelMachine(BaseModel):
         self._check_fitted("input_box")
         shift = self.x_scaler_.shift_.detach().cpu().double()
         scale = self.x_scaler_.scale_.detach().cpu().double()
-        low = (self.box_center_ - self.box_half_width_) * scale + shift
-        high = (self.box_center_ + self.box_half_width_) * scale + shift
+        center, half_width = self.box_center_.detach().cpu().double(), self.box_half_width_.detach().cpu().double()
+        low = (center - half_width) * scale + shift
+        high = (center + half_width) * scale + shift
         return low.numpy(), high.numpy()
 
     @property
@@ -404,13 +448,14 @@ class CPDKernelClassifier(CPDKernelMachine):
                  outputscale: float | None = None, noise_variance: float | None = None,
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
-                 max_num_basis: int = 40, chunk_size: int | None = None, seed: int = 0,
-                 normalize_y: bool = False, dtype: torch.dtype | str | None = None,
+                 max_num_basis: int = 40, ard: bool = True, out_of_box: str = "raise",
+                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = False, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(rank, num_basis=num_basis, kernel=kernel, nu=nu, lengthscale=lengthscale, penalty=penalty,
                          outputscale=outputscale, noise_variance=noise_variance, c=c, regularizer=regularizer,
                          max_sweeps=max_sweeps, tol=tol, uncertainty=uncertainty, hyper_max_points=hyper_max_points,
-                         max_num_basis=max_num_basis, chunk_size=chunk_size, seed=seed, normalize_y=normalize_y,
+                         max_num_basis=max_num_basis, ard=ard, out_of_box=out_of_box, chunk_size=chunk_size,
+                         seed=seed, normalize_y=normalize_y,
                          dtype=dtype, device=device, verbose=verbose)
 
     @staticmethod
@@ -470,6 +515,10 @@ class CPDKernelClassifier(CPDKernelMachine):
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy (scikit-learn's classifier convention)."""
         return float(np.mean(self.predict(X) == self._as_labels(y)))
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        super()._after_load(extra)
+        self.classes_ = np.asarray(self.classes_)
 
     @staticmethod
     def paper_hyperparameters(X: ArrayLike) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def check_cpd_factors(factors: Sequence[torch.Tensor]) -> int:
     """
     if len(factors) == 0:
         raise ValueError("A CPD needs at least one factor matrix.")
-    ranks = {f.shape[-1] for f in factors}
+    ranks = {f.shape[-1] for f in factors if f.ndim == 2}
     if any(f.ndim != 2 for f in factors) or len(ranks) != 1:
         shapes = [tuple(f.shape) for f in factors]
         raise ValueError(f"CPD factors must be matrices of shape (M_k, R) with one common R; got {shapes}.")
