@@ -326,7 +326,7 @@ class CPDKernelMachine(BaseModel):
         self.factors_ = torch.stack(engine.factors)
         self.history_ = list(engine.history)
         self.sweep_objectives_ = list(engine.sweep_objectives)
-        self._store_laplace(engine, X.shape[0])
+        self._store_laplace(engine, residual)
 
     def _residual_noise(self, engine: CPDALS, n: int) -> float:
         """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
@@ -336,10 +336,10 @@ class CPDKernelMachine(BaseModel):
         self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
         return rss / max(n - self.effective_dof_, 1.0)
 
-    def _store_laplace(self, engine: CPDALS, n: int) -> None:
+    def _store_laplace(self, engine: CPDALS, residual_noise_variance: float) -> None:
         last = engine.last_system
         width = last.gram.shape[0]
-        self.residual_noise_variance_ = self._residual_noise(engine, n)
+        self.residual_noise_variance_ = residual_noise_variance
         if self.noise_variance is not None:
             self.noise_variance_ = float(self.noise_variance)
         elif self._given_or_estimated_noise is not None:
@@ -443,20 +443,10 @@ class CPDKernelClassifier(CPDKernelMachine):
     regression on the labels — a probit read-out of the LS-SVM, not a likelihood-based classifier.
     """
 
-    def __init__(self, rank: int | None = None, *, num_basis: int | None = None, kernel: str = "se", nu: float | None = None,
-                 lengthscale: float | list[float] | None = None, penalty: float | None = None,
-                 outputscale: float | None = None, noise_variance: float | None = None,
-                 c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
-                 tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
-                 max_num_basis: int = 40, ard: bool = True, out_of_box: str = "raise",
-                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = False, dtype: torch.dtype | str | None = None,
-                 device: str | torch.device | None = None, verbose: bool = False) -> None:
-        super().__init__(rank, num_basis=num_basis, kernel=kernel, nu=nu, lengthscale=lengthscale, penalty=penalty,
-                         outputscale=outputscale, noise_variance=noise_variance, c=c, regularizer=regularizer,
-                         max_sweeps=max_sweeps, tol=tol, uncertainty=uncertainty, hyper_max_points=hyper_max_points,
-                         max_num_basis=max_num_basis, ard=ard, out_of_box=out_of_box, chunk_size=chunk_size,
-                         seed=seed, normalize_y=normalize_y,
-                         dtype=dtype, device=device, verbose=verbose)
+    def __init__(self, rank: int | None = None, *, normalize_y: bool = False, **kwargs: Any) -> None:
+        # the same parameters as CPDKernelMachine (get_params collects them from both signatures);
+        # only the default of normalize_y differs: LS-SVM regresses on the raw ±1 labels
+        super().__init__(rank, normalize_y=normalize_y, **kwargs)
 
     @staticmethod
     def _as_labels(y: ArrayLike) -> np.ndarray:
