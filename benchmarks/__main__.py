@@ -14,6 +14,9 @@ ENTRIES = {
     "cpd_uci_calibration": "benchmarks.cpd_uci_calibration",
     "exact_gp_uci": "benchmarks.exact_gp_uci",
     "tkrr_table1": "benchmarks.tkrr_table1",
+    "tnkf_sinc": "benchmarks.tnkf_sinc",
+    "tnkf_speed": "benchmarks.tnkf_speed",
+    "tnkf_classification": "benchmarks.tnkf_classification",
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
     "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
 }

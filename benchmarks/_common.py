@@ -54,3 +54,28 @@ def output_path(name: str, suffix: str) -> Path:
     """``benchmarks/results/<name><suffix>``, creating the folder."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     return RESULTS_DIR / f"{name}{suffix}"
+
+
+def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
+    """Rows of ``results/<name>/runs.csv`` from an earlier run, minus the datasets being re-run.
+
+    Numeric fields are converted back to numbers. Returns [] when there is no earlier run.
+    """
+    import csv
+
+    path = RESULTS_DIR / name / "runs.csv"
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["dataset"] in exclude_datasets:
+                continue
+            converted: dict = {}
+            for key, value in row.items():
+                try:
+                    converted[key] = int(value) if key in ("split", "n_train", "n_test", "n") else float(value)
+                except ValueError:
+                    converted[key] = value
+            rows.append(converted)
+    return rows

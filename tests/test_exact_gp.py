@@ -66,6 +66,49 @@ def test_marginal_likelihood_is_at_a_local_optimum():
     assert model.log_marginal_likelihood() == pytest.approx(-ours * len(y), rel=1e-8)
 
 
+def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
+    """ML-II sees each distinct (x, y) record once; the posterior is the dense GP on all N rows."""
+    X, y = _toy(n=80, seed=2)
+    X = np.concatenate([X, X[:30]])  # 30 repeated records
+    y = np.concatenate([y, y[:30]])
+    X[-1, 0] += 0.5  # ... but a repeated input with a different target is kept
+    y[-2] += 0.3
+    model = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    assert model.num_duplicates_ == 28
+    Xs = (X - X.mean(0)) / X.std(0)
+    ys = (y - y.mean()) / y.std()
+    unique = np.r_[0:80, 80 + np.arange(28, 30)]
+    theta = np.concatenate([np.log(model.lengthscale_.numpy()),
+                            [np.log(model.outputscale_), np.log(model.noise_variance_), model.mean_constant_]])
+    ours = _dense_neg_mll(theta, Xs[unique], ys[unique])
+    assert ours == pytest.approx(model.neg_mll_, abs=1e-8)
+    polished = scipy.optimize.minimize(_dense_neg_mll, theta, args=(Xs[unique], ys[unique]), method="L-BFGS-B")
+    assert ours - polished.fun < 1e-5
+    # the posterior conditions on all 110 rows
+    assert model.log_marginal_likelihood() == pytest.approx(-_dense_neg_mll(theta, Xs, ys) * len(y), rel=1e-8)
+    kept = tnbayes.ExactGP(num_restarts=0, drop_duplicates=False).fit(X, y)
+    assert kept.num_duplicates_ == 0
+    assert kept.neg_mll_ != pytest.approx(model.neg_mll_, abs=1e-6)
+
+
+def test_lengthscale_lower_bound_is_respected_in_user_units():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 5, size=(100, 2)) * np.array([1.0, 100.0])
+    y = np.sin(2 * X[:, 0]) + np.sin(0.02 * X[:, 1]) + 0.05 * rng.standard_normal(100)
+    free = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    free_ls = free.lengthscale_.numpy() * X.std(0)
+    bound = np.array([3.0, 300.0])
+    assert np.all(free_ls < bound)  # the bound is active
+    model = tnbayes.ExactGP(num_restarts=0, lengthscale_lower_bound=bound).fit(X, y)
+    ls = model.lengthscale_.numpy() * X.std(0)
+    assert np.all(ls >= bound * (1 - 1e-6))
+    assert model.noise_variance_ > 10 * free.noise_variance_  # unresolved structure becomes noise
+    iso = tnbayes.ExactGP(num_restarts=0, ard=False, lengthscale_lower_bound=bound).fit(X, y)
+    assert float(iso.lengthscale_) >= (bound / X.std(0)).max() * (1 - 1e-6)
+    with pytest.raises(ValueError, match="lengthscale_lower_bound"):
+        tnbayes.ExactGP(lengthscale_lower_bound=[1.0, 2.0, 3.0]).fit(X, y)
+
+
 def test_full_covariance_and_samples_are_consistent():
     X, y = _toy(n=60)
     model = tnbayes.ExactGP(num_restarts=0).fit(X, y)

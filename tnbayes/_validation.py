@@ -237,3 +237,23 @@ def available_memory_bytes(device: torch.device | str | None = None) -> int:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 4 * 2**30
+
+
+def unique_record_indices(X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Indices of the first occurrence of every distinct (x, y) record, in their original order.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (N, D)
+    y : torch.Tensor of shape (N,)
+
+    Returns
+    -------
+    torch.Tensor of shape (U,), dtype long
+        ``U ≤ N``; rows that repeat an earlier row exactly (inputs and target) are left out.
+    """
+    records = torch.cat([X.reshape(X.shape[0], -1), y.reshape(-1, 1).to(X.dtype)], dim=1)
+    _, inverse = torch.unique(records, dim=0, return_inverse=True)
+    first = torch.full((int(inverse.max()) + 1,), X.shape[0], dtype=torch.long, device=X.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(X.shape[0], device=X.device), reduce="amin")
+    return torch.sort(first).values

@@ -1,4 +1,4 @@
-"""Inference engines (the *inference* axis): ALS for CPD weights and Laplace-type variances around the MAP."""
+"""Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form."""
 
 from .als import (
     CPDALS,
@@ -10,12 +10,17 @@ from .als import (
     product_except,
     solve_spd,
 )
+from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .features import BasisFeatures, TensorProductFeatures
 from .laplace import conditional_core_variance
 
 __all__ = [
     "CPDALS",
     "CoreSystem",
+    "DenseKalmanFilter",
+    "TTKalmanFilter",
+    "Truncation",
+    "TRUNCATED_QUANTITIES",
     "REGULARIZERS",
     "BasisFeatures",
     "TensorProductFeatures",

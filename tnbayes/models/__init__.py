@@ -5,8 +5,11 @@ from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
 from tnbayes.models.exact_gp import ExactGP
 from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.registry import list_models, make_model, register_model
+from tnbayes.models.tnkf import TNKF, TNKFClassifier
 
 __all__ = [
     "CPDKernelClassifier",
     "CPDKernelMachine",
+    "TNKF",
+    "TNKFClassifier",
     "BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]

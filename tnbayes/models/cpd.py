@@ -30,6 +30,7 @@ from tnbayes.basis import (
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.inference import CPDALS, REGULARIZERS, BasisFeatures, conditional_core_variance, cpd_predict, solve_spd
 from tnbayes.inference.als import design_matrix
+from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
@@ -134,9 +135,12 @@ class CPDKernelMachine(BaseModel):
     -----
     **Hyper-parameters.** Missing values of ℓ, σ_f², σ² are estimated the paper's way: an exact ARD GP
     (:class:`~tnbayes.ExactGP`, GPyTorch, float64) maximises the marginal likelihood on a random subsample of
-    at most ``hyper_max_points`` standardised training points; λ = σ²/σ_f². An estimated ℓ shorter than the
-    M basis functions resolve (3.4·c·S/M) is raised to that value with an ``ApproximationWarning`` (ML-II
-    sometimes sends ℓ → 0 on discrete or duplicated inputs; such a ℓ would make the approximate kernel vanish).
+    at most ``hyper_max_points`` standardised training points, after exact duplicate (x, y) records are
+    dropped (repeated records look like noise-free replicates to ML-II); λ = σ²/σ_f². The fit is bounded below by
+    the shortest lengthscale the basis resolves, 3.4·c·S/M (c = the given ``c`` or 1.5, M = ``num_basis``
+    or ``max_num_basis``, S the data half-range): ML-II otherwise sometimes sends ℓ → 0 on discrete or
+    duplicated inputs and σ² to its floor (wine), a model the basis cannot represent. If the final M or c
+    makes the bound larger, ℓ is raised to it with an ``ApproximationWarning``.
 
     **Rank.** ``rank=None`` tries R = 10, 20, 40 (while M·R ≤ 1600) and keeps the first whose residual noise
     estimate RSS/(N − dof) is within 10% of the GP's σ², i.e. the first rank that explains the data as well
@@ -238,8 +242,11 @@ class CPDKernelMachine(BaseModel):
         if self.lengthscale is None or need_penalty:
             estimate = estimate_kernel_hyperparameters(X, y, kernel=self.kernel, nu=self.nu,
                                                        max_points=int(self.hyper_max_points), seed=int(self.seed),
-                                                       ard=bool(self.ard))
-            self.hyperparameter_source_ = f"marginal likelihood on {estimate.num_points} points"
+                                                       ard=bool(self.ard),
+                                                       lengthscale_lower_bound=self._resolvable_lengthscale(X))
+            self.hyperparameter_source_ = (f"marginal likelihood on {estimate.num_points} points"
+                                           + (f" ({estimate.num_duplicates} duplicate records dropped)"
+                                              if estimate.num_duplicates else ""))
         else:
             self.hyperparameter_source_ = "given"
         if self.lengthscale is not None:
@@ -257,6 +264,21 @@ class CPDKernelMachine(BaseModel):
             self.penalty_ = float(noise) / self.outputscale_
         # With a given penalty and no noise value, the noise is estimated from the residuals after the fit.
         self._given_or_estimated_noise = None if noise is None else float(noise)
+
+    def _resolvable_lengthscale(self, X: torch.Tensor) -> torch.Tensor:
+        """Shortest lengthscale per input that the basis can represent: 3.4·c·S/M, shape (D,).
+
+        Uses the given ``c`` (else the smallest default, 1.5) and the given ``num_basis`` (else
+        ``max_num_basis``). The marginal-likelihood fit is bounded below by it, so structure the basis
+        cannot resolve is explained as noise rather than interpolated by a lengthscale the CPD model
+        could not use (on data with duplicated rows such as wine, unbounded ML-II drives σ² to its floor).
+        """
+        _, half_range = data_center_and_half_range(X.cpu(), allow_constant=True)
+        half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range)).to(torch.float64)
+        c = (torch.as_tensor(self.c, dtype=torch.float64).reshape(-1) if self.c is not None
+             else torch.tensor([MIN_DEFAULT_BOUNDARY_FACTOR], dtype=torch.float64))
+        num_basis = int(self.num_basis) if self.num_basis is not None else int(self.max_num_basis)
+        return LENGTHSCALE_RESOLUTION * c * half_range / num_basis
 
     def _build_features(self, X: torch.Tensor) -> BasisFeatures:
         num_dims = X.shape[1]
@@ -424,7 +446,7 @@ class CPDKernelMachine(BaseModel):
         return int(self.factors_.numel())
 
 
-class CPDKernelClassifier(CPDKernelMachine):
+class CPDKernelClassifier(BinaryClassifierMixin, CPDKernelMachine):
     """Two-class CPD kernel machine: least squares on ±1 labels (LS-SVM style), sign for labels.
 
     Parameters are those of :class:`CPDKernelMachine` (targets are not standardised: ``normalize_y=False``).
@@ -447,68 +469,6 @@ class CPDKernelClassifier(CPDKernelMachine):
         # the same parameters as CPDKernelMachine (get_params collects them from both signatures);
         # only the default of normalize_y differs: LS-SVM regresses on the raw ±1 labels
         super().__init__(rank, normalize_y=normalize_y, **kwargs)
-
-    @staticmethod
-    def _as_labels(y: ArrayLike) -> np.ndarray:
-        labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
-        if labels.ndim == 2 and labels.shape[1] == 1:
-            labels = labels[:, 0]
-        if labels.ndim != 1 or labels.size == 0:
-            raise ValueError(f"y must be a non-empty 1-D array of class labels; got shape {labels.shape}.")
-        return labels
-
-    def fit(self, X: ArrayLike, y: ArrayLike) -> "CPDKernelClassifier":
-        """Fit on two-class labels of any type (numbers, strings, booleans).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Exactly two distinct labels; the larger (sorted) one is the positive class.
-
-        Returns
-        -------
-        self
-        """
-        labels = self._as_labels(y)
-        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
-            raise ValueError("y contains NaN or infinite labels; remove those rows.")
-        classes = np.unique(labels)
-        if classes.size != 2:
-            raise ValueError(f"CPDKernelClassifier needs exactly two classes; y has {classes.size} "
-                             f"({classes[:5].tolist()}{' …' if classes.size > 5 else ''}).")
-        signs = np.where(labels == classes[1], 1.0, -1.0)
-        super().fit(X, signs)
-        self.classes_ = classes
-        return self
-
-    def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """Latent mean f(x) on the ±1 scale → shape (n,)."""
-        return self.posterior(X, observation_noise=False).mean.detach().cpu().numpy()
-
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities → shape (n, 2), columns in the order of ``classes_``."""
-        post = self.posterior(X, observation_noise=True)
-        mean = post.mean.detach().cpu().numpy()
-        std = post.stddev.detach().cpu().numpy()
-        from scipy.stats import norm
-
-        positive = norm.cdf(mean / np.maximum(std, 1e-300))
-        return np.stack([1.0 - positive, positive], axis=1)
-
-    def predict(self, X: ArrayLike, return_std: bool = False) -> np.ndarray:
-        """Predicted labels (sign of the latent mean) → shape (n,), values from ``classes_``."""
-        if return_std:
-            raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
-
-    def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Accuracy (scikit-learn's classifier convention)."""
-        return float(np.mean(self.predict(X) == self._as_labels(y)))
-
-    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        super()._after_load(extra)
-        self.classes_ = np.asarray(self.classes_)
 
     @staticmethod
     def paper_hyperparameters(X: ArrayLike) -> dict[str, Any]:

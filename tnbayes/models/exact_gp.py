@@ -11,14 +11,14 @@ import contextlib
 import copy
 import math
 import warnings
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import gpytorch
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
-from tnbayes._validation import available_memory_bytes
+from tnbayes._validation import available_memory_bytes, unique_record_indices
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 
@@ -77,6 +77,17 @@ class ExactGP(BaseModel):
         Extra runs from random initial hyper-parameters.
     noise_lower_bound : float
         Lower bound of the noise variance on the standardised scale.
+    lengthscale_lower_bound : float or sequence of float, optional
+        Lower bound of the lengthscales, in the units of ``X`` (one value, or one per input). Use it
+        when the kernel will later be approximated by a finite basis that cannot represent shorter
+        lengthscales (``CPDKernelMachine`` does); ML-II then explains the unresolvable structure as
+        noise instead of interpolating it. Default: no bound.
+    drop_duplicates : bool
+        Maximise the marginal likelihood on the distinct (x, y) records only (default); the posterior
+        still conditions on every training point. A repeated record looks to ML-II like a noise-free
+        replicate: on wine-red (186 repeated records in 1439) keeping them drives σ² to its lower bound
+        and the lengthscales to 0, an interpolating fit with worse test RMSE. Repeated inputs with
+        different targets are kept either way (they inform the noise).
     max_train_size : int, optional
         Refuse larger training sets. By default the limit comes from the memory an n×n float
         Cholesky needs (several copies) against the memory available.
@@ -95,7 +106,9 @@ class ExactGP(BaseModel):
     noise_variance_ : float
         Noise variance on the standardised target scale (``noise_std`` gives the noise in user units).
     neg_mll_ : float
-        Final negative marginal log likelihood per data point.
+        Final negative marginal log likelihood per data point (of the records ML-II saw).
+    num_duplicates_ : int
+        Repeated (x, y) records left out of the marginal likelihood (0 with ``drop_duplicates=False``).
     history_ : list of float
         Best negative MLL per data point of each optimiser run.
     """
@@ -104,8 +117,8 @@ class ExactGP(BaseModel):
 
     def __init__(self, kernel: str = "rbf", nu: float = 2.5, *, ard: bool = True, optimizer: str = "lbfgs",
                  max_iter: int = 200, lr: float = 0.05, num_restarts: int = 2,
-                 noise_lower_bound: float = 1e-6, max_train_size: int | None = None, seed: int = 0,
-                 normalize_y: bool = True, dtype: torch.dtype | str | None = None,
+                 noise_lower_bound: float = 1e-6, lengthscale_lower_bound: float | Sequence[float] | None = None,
+                 drop_duplicates: bool = True, max_train_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self.kernel = kernel
@@ -116,6 +129,8 @@ class ExactGP(BaseModel):
         self.lr = lr
         self.num_restarts = num_restarts
         self.noise_lower_bound = noise_lower_bound
+        self.lengthscale_lower_bound = lengthscale_lower_bound
+        self.drop_duplicates = drop_duplicates
         self.max_train_size = max_train_size
         self.seed = seed
 
@@ -146,12 +161,27 @@ class ExactGP(BaseModel):
             f"(tnbayes.HilbertGP, tnbayes.CPDKernelMachine) or fit on a random subsample."
         )
 
+    def _standardised_lengthscale_bound(self, num_dims: int) -> torch.Tensor | None:
+        """The lengthscale lower bound on the standardised input scale: shape (1, D), (1, 1) or None."""
+        if self.lengthscale_lower_bound is None:
+            return None
+        bound = torch.as_tensor(self.lengthscale_lower_bound, dtype=torch.float64).reshape(-1).cpu()
+        if bound.numel() not in (1, num_dims) or not bool(torch.isfinite(bound).all()) or bool((bound < 0).any()):
+            raise ValueError(f"lengthscale_lower_bound must be one non-negative number or one per input "
+                             f"({num_dims}); got {self.lengthscale_lower_bound!r}.")
+        scale = self.x_scaler_.scale_.reshape(-1).to(torch.float64).cpu()
+        bound = (bound.expand(num_dims) / scale).reshape(1, -1)
+        return bound if self.ard else bound.max().reshape(1, 1)
+
     def _build(self, X: torch.Tensor, y: torch.Tensor) -> _GPyTorchRegressor:
         ard_dims = X.shape[1] if self.ard else None
+        bound = self._standardised_lengthscale_bound(X.shape[1])
+        constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(X.dtype))
         if self.kernel == "rbf":
-            base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims)
+            base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint)
         else:
-            base = gpytorch.kernels.MaternKernel(nu=float(self.nu), ard_num_dims=ard_dims)
+            base = gpytorch.kernels.MaternKernel(nu=float(self.nu), ard_num_dims=ard_dims,
+                                                 lengthscale_constraint=constraint)
         likelihood = gpytorch.likelihoods.GaussianLikelihood(
             noise_constraint=gpytorch.constraints.GreaterThan(float(self.noise_lower_bound)))
         model = _GPyTorchRegressor(X, y, likelihood, gpytorch.kernels.ScaleKernel(base))
@@ -168,6 +198,9 @@ class ExactGP(BaseModel):
             outputscale = float(torch.exp(math.log(0.3) + u[n_ls] * math.log(3.0 / 0.3)))
             noise = float(torch.exp(math.log(1e-3) + u[n_ls + 1] * math.log(0.3 / 1e-3)))
         dev, dt = model.train_targets.device, model.train_targets.dtype
+        bound = self._standardised_lengthscale_bound(model.train_inputs[0].shape[1])
+        if bound is not None:  # start strictly inside the feasible region
+            lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * bound + 1e-3).reshape(-1)
         model.covar_module.base_kernel.lengthscale = lengthscale.to(dev, dt).reshape(1, -1)
         model.covar_module.outputscale = outputscale
         model.likelihood.noise = max(noise, 10 * float(self.noise_lower_bound))
@@ -225,7 +258,9 @@ class ExactGP(BaseModel):
         self._validate_params()
         self._check_size(X.shape[0])
         generator = torch.Generator().manual_seed(int(self.seed))
-        model = self._build(X, y)
+        keep = unique_record_indices(X, y) if self.drop_duplicates else None
+        self.num_duplicates_ = 0 if keep is None else int(X.shape[0] - keep.numel())
+        model = self._build(X, y) if not self.num_duplicates_ else self._build(X[keep], y[keep])
         best_state, best_loss, history = None, math.inf, []
         runs = range(int(self.num_restarts) + 1)
         if self.verbose:
@@ -246,6 +281,8 @@ class ExactGP(BaseModel):
             raise RuntimeError("Every ExactGP optimiser run failed; check the data for duplicates or "
                                "raise noise_lower_bound.")
         model.load_state_dict(best_state)
+        if self.num_duplicates_:
+            model.set_train_data(X, y, strict=False)  # condition on every record
         model.eval()
         self.gp_ = model
         self.train_inputs_ = X

@@ -1,4 +1,4 @@
-"""Tensor formats for the weights (the *format* axis): CPD algebra in torch."""
+"""Tensor formats for the weights (the *format* axis): CPD and tensor-train algebra in torch."""
 
 from .cpd import (
     check_cpd_factors,
@@ -8,8 +8,14 @@ from .cpd import (
     cpd_to_dense,
     random_cpd,
 )
+from .tt import TTMatrix, TTVector, prime_factors, tensorize_shape, tt_svd
 
 __all__ = [
+    "TTMatrix",
+    "TTVector",
+    "prime_factors",
+    "tensorize_shape",
+    "tt_svd",
     "check_cpd_factors",
     "cpd_factor_grams",
     "cpd_hadamard_gram",

@@ -1,0 +1,173 @@
+"""Tensor-train toolkit against dense torch computations on random inputs."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tnbayes.tensors import TTMatrix, TTVector, prime_factors, tensorize_shape, tt_svd
+
+SHAPES = [(2, 3, 4), (2, 2, 2, 2, 2), (5,), (3, 1, 4, 2), (7, 2)]
+
+
+def _random_tt(shape, rank, seed):
+    return TTVector.random(shape, rank if len(shape) > 1 else [], generator=torch.Generator().manual_seed(seed))
+
+
+def _random_ttm(row_shape, col_shape, rank, seed):
+    g = torch.Generator().manual_seed(seed)
+    ranks = [1] + [rank] * (len(row_shape) - 1) + [1]
+    return TTMatrix([torch.randn(ranks[k], m, n, ranks[k + 1], generator=g, dtype=torch.float64)
+                     for k, (m, n) in enumerate(zip(row_shape, col_shape))])
+
+
+@pytest.mark.parametrize("n, expected", [(1, [1]), (2, [2]), (12, [2, 2, 3]), (97, [97]), (2**10, [2] * 10),
+                                         (19683, [3] * 9), (360, [2, 2, 2, 3, 3, 5])])
+def test_prime_factors(n, expected):
+    assert prime_factors(n) == expected
+    assert math.prod(prime_factors(n)) == n
+
+
+def test_tensorize_shape_pads_large_prime_factors():
+    assert tensorize_shape(1024) == ((2,) * 10, 1024)
+    shape, padded = tensorize_shape(97, max_factor=16)  # 97 is prime
+    assert padded == 98 and shape == (2, 7, 7)
+    shape, padded = tensorize_shape(2 * 1009, max_factor=7)
+    assert padded >= 2018 and max(shape) <= 7 and math.prod(shape) == padded
+    assert padded < 2018 * 1.1
+    assert tensorize_shape(97, max_factor=None) == ((97,), 97)
+    assert tensorize_shape(2**14, merge_to=4) == ((4,) * 7, 2**14)
+    assert tensorize_shape(3**9, merge_to=9) == ((3, 9, 9, 9, 9), 3**9)
+    assert tensorize_shape(2**5 * 3, merge_to=4) == ((2, 3, 4, 4), 96)
+    for n in range(1, 300):
+        shape, padded = tensorize_shape(n)
+        assert padded >= n and max(shape) <= 16 and list(shape) == sorted(shape) and math.prod(shape) == padded
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tt_svd_exact_and_truncated(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    dense = torch.randn(*shape, generator=g, dtype=torch.float64)
+    tt = TTVector.from_dense(dense)
+    torch.testing.assert_close(tt.to_dense(), dense.reshape(-1), rtol=1e-12, atol=1e-12)
+    for tol in (0.1, 0.3):
+        approx = TTVector.from_dense(dense, tol=tol)
+        err = torch.linalg.vector_norm(approx.to_dense() - dense.reshape(-1)) / torch.linalg.vector_norm(dense)
+        assert err <= tol + 1e-12
+    capped = TTVector.from_dense(dense, max_rank=1)
+    assert max(capped.ranks) == 1
+
+
+def test_tt_svd_recovers_low_rank_exactly():
+    low = _random_tt((3, 4, 5, 2), 2, seed=3)
+    rebuilt = TTVector.from_dense(low.to_dense(), shape=(3, 4, 5, 2), tol=1e-12)
+    assert max(rebuilt.ranks) <= 2
+    torch.testing.assert_close(rebuilt.to_dense(), low.to_dense(), rtol=1e-10, atol=1e-10)
+    cores = tt_svd(torch.zeros(2, 3, 4))
+    assert [tuple(c.shape) for c in cores] == [(1, 2, 1), (1, 3, 1), (1, 4, 1)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_vector_algebra_matches_dense(shape, seed):
+    x, y = _random_tt(shape, 3, seed), _random_tt(shape, 2, seed + 100)
+    xd, yd = x.to_dense(), y.to_dense()
+    torch.testing.assert_close((x + y).to_dense(), xd + yd)
+    torch.testing.assert_close((x - y).to_dense(), xd - yd)
+    torch.testing.assert_close((2.5 * x).to_dense(), 2.5 * xd)
+    torch.testing.assert_close((x / 4).to_dense(), xd / 4)
+    torch.testing.assert_close(x.hadamard(y).to_dense(), xd * yd)
+    torch.testing.assert_close(x.dot(y), xd @ yd)
+    torch.testing.assert_close(x.norm(), torch.linalg.vector_norm(xd))
+    torch.testing.assert_close(x.outer(y).to_dense(), torch.outer(xd, yd))
+    assert (x + y).ranks[1:-1] == tuple(a + b for a, b in zip(x.ranks[1:-1], y.ranks[1:-1]))
+    assert x.numel == xd.numel()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rounding_removes_redundant_rank_and_respects_tolerance(seed):
+    shape = (2, 3, 2, 4, 3)
+    x = _random_tt(shape, 3, seed)
+    doubled = x + x  # rank 6, represents 2x exactly
+    rounded = doubled.round(1e-12)
+    assert max(rounded.ranks) <= 3
+    torch.testing.assert_close(rounded.to_dense(), 2 * x.to_dense())
+    for tol in (0.05, 0.2, 0.5):
+        approx = doubled.round(tol)
+        err = torch.linalg.vector_norm(approx.to_dense() - doubled.to_dense()) / doubled.norm()
+        assert err <= tol + 1e-12
+    assert max(doubled.round(max_rank=2).ranks) <= 2
+    # rounding an exact-rank TT with tol=0 keeps it
+    torch.testing.assert_close(x.round().to_dense(), x.to_dense())
+
+
+def test_rounding_is_best_when_rank_unconstrained_by_truncation():
+    """Rounding to rank r after TT-SVD of a matrix (d = 2) equals the truncated SVD (Eckart–Young)."""
+    g = torch.Generator().manual_seed(0)
+    dense = torch.randn(8, 9, generator=g, dtype=torch.float64)
+    tt = TTVector.from_dense(dense)
+    r2 = tt.round(max_rank=2).to_dense().reshape(8, 9)
+    u, s, vh = torch.linalg.svd(dense)
+    torch.testing.assert_close(r2, (u[:, :2] * s[:2]) @ vh[:2])
+
+
+ROW_COL = [((2, 3), (3, 2)), ((2, 2, 2), (2, 2, 2)), ((4,), (3,)), ((3, 2, 2), (2, 5, 1))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("row_shape, col_shape", ROW_COL)
+def test_matrix_algebra_matches_dense(row_shape, col_shape, seed):
+    A = _random_ttm(row_shape, col_shape, 3, seed)
+    B = _random_ttm(row_shape, col_shape, 2, seed + 1)
+    C = _random_ttm(col_shape, (2,) * len(col_shape), 2, seed + 2)
+    x = _random_tt(col_shape, 2, seed + 3)
+    u = _random_tt(row_shape, 2, seed + 4)
+    Ad, Bd, Cd, xd, ud = A.to_dense(), B.to_dense(), C.to_dense(), x.to_dense(), u.to_dense()
+    assert Ad.shape == (math.prod(row_shape), math.prod(col_shape))
+    torch.testing.assert_close((A + B).to_dense(), Ad + Bd)
+    torch.testing.assert_close((A - 3.0 * B).to_dense(), Ad - 3.0 * Bd)
+    torch.testing.assert_close(A.matvec(x).to_dense(), Ad @ xd)
+    torch.testing.assert_close((A @ x).to_dense(), Ad @ xd)
+    torch.testing.assert_close(A.matmul(C).to_dense(), Ad @ Cd)
+    torch.testing.assert_close(A.T.to_dense(), Ad.T)
+    torch.testing.assert_close(A.hadamard(B).to_dense(), Ad * Bd)
+    torch.testing.assert_close(A.dot(B), (Ad * Bd).sum())
+    torch.testing.assert_close(A.norm(), torch.linalg.matrix_norm(Ad))
+    torch.testing.assert_close(A.quadratic_form(u, x), ud @ Ad @ xd)
+    dense_back = TTMatrix.from_dense(Ad, row_shape, col_shape)
+    torch.testing.assert_close(dense_back.to_dense(), Ad)
+    approx = (A + A).round(0.3)
+    assert torch.linalg.matrix_norm(approx.to_dense() - 2 * Ad) <= 0.3 * torch.linalg.matrix_norm(2 * Ad) + 1e-10
+    torch.testing.assert_close((A + A).round(1e-12).to_dense(), 2 * Ad)
+
+
+def test_square_matrix_helpers():
+    shape = (2, 3, 2)
+    eye = TTMatrix.identity(shape)
+    torch.testing.assert_close(eye.to_dense(), torch.eye(12, dtype=torch.float64))
+    v = _random_tt(shape, 2, 7)
+    torch.testing.assert_close(TTMatrix.diagonal(v).to_dense(), torch.diag(v.to_dense()))
+    A = _random_ttm(shape, shape, 3, 8)
+    torch.testing.assert_close(A.trace(), torch.trace(A.to_dense()))
+    torch.testing.assert_close(A.quadratic_form(v), v.to_dense() @ A.to_dense() @ v.to_dense())
+    torch.testing.assert_close(eye.matvec(v).to_dense(), v.to_dense())
+
+
+def test_float32_and_bad_input():
+    x = TTVector.from_dense(torch.arange(24, dtype=torch.float32))
+    assert x.dtype == torch.float32 and x.shape == (2, 2, 2, 3)
+    np.testing.assert_allclose(x.to_dense().numpy(), np.arange(24), atol=1e-4)
+    with pytest.raises(ValueError, match="reshape"):
+        TTVector.from_dense(torch.zeros(10), shape=(3, 3))
+    with pytest.raises(ValueError, match="different mode sizes"):
+        _random_tt((2, 3), 1, 0) + _random_tt((3, 2), 1, 0)
+    with pytest.raises(ValueError, match="ranks do not match"):
+        TTVector([torch.zeros(1, 2, 2), torch.zeros(3, 2, 1)])
+    with pytest.raises(ValueError, match="r_0 = 1"):
+        TTVector([torch.zeros(2, 2, 1)])
+    with pytest.raises(TypeError, match="hadamard"):
+        _random_tt((2, 3), 1, 0) * _random_tt((2, 3), 1, 0)
+    with pytest.raises(ValueError, match="matvec"):
+        TTMatrix.identity((2, 3)).matvec(_random_tt((3, 2), 1, 0))

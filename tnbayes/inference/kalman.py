@@ -1,0 +1,232 @@
+"""Kalman filtering of a static weight vector from scalar linear measurements, dense and in TT form.
+
+The state is a weight vector ``w ∈ R^N`` with Gaussian prior ``N(m_0, P_0)`` that does not evolve
+except through an optional forgetting factor; each measurement is ``t_k = c_kᵀ w + e_k``,
+``e_k ~ N(0, R)``. After all rows the filter holds the exact Gaussian posterior of ``w``.
+
+``TTKalmanFilter`` keeps the mean as a TT-vector and the covariance through a *square root*
+``P = L Lᵀ`` (``L`` a TT-matrix), updated with Potter's rank-one formula::
+
+    w_k = Lᵀ c_k,  S = w_kᵀ w_k + R,  g = L w_k (= P c_k),  m ← m + (t_k − c_kᵀ m) g / S,
+    L ← L − β g w_kᵀ,  β = 1 / (S + √(R S))
+
+so that ``L Lᵀ = P − g gᵀ / S`` exactly, and — whatever TT-rounding does to ``L`` — the covariance
+``L Lᵀ`` stays positive semi-definite and every predictive variance ``xᵀ L Lᵀ x = ‖Lᵀ x‖²`` is ≥ 0. The
+covariance-form update ``P ← P − g gᵀ/S`` followed by rounding does not have this property
+(``TTKalmanFilter(square_root=False)`` runs it, for comparison).
+
+The forgetting factor follows the TNKF paper's definition, ``P⁻ = P / λ_f`` (``λ_f ≤ 1``) before each
+update (the authors' code multiplies instead).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from tnbayes.tensors.tt import TTMatrix, TTVector
+
+__all__ = ["DenseKalmanFilter", "TTKalmanFilter", "Truncation", "TRUNCATED_QUANTITIES"]
+
+#: quantities of the TT filter that are rounded after every update (see ``Truncation``)
+TRUNCATED_QUANTITIES = ("mean", "row", "covariance", "gain", "innovation")
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """Relative tolerance and maximum TT rank of one rounded quantity.
+
+    Attributes
+    ----------
+    tol : float
+        Relative rounding accuracy (0: exact up to round-off).
+    max_rank : int or None
+        Cap on every TT rank (None: no cap).
+    """
+
+    tol: float = 0.0
+    max_rank: int | None = None
+
+    @classmethod
+    def parse(cls, spec: "Truncation | float | tuple | Mapping | None") -> "Truncation":
+        """From a ``Truncation``, a tolerance, a ``(tol, max_rank)`` pair or a dict with those keys."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, Truncation):
+            return spec
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            out = cls(float(spec), None)
+        elif isinstance(spec, (tuple, list)) and len(spec) == 2:
+            out = cls(float(spec[0]), None if spec[1] is None else int(spec[1]))
+        elif isinstance(spec, Mapping):
+            out = cls(float(spec.get("tol", 0.0)), None if spec.get("max_rank") is None else int(spec["max_rank"]))
+        else:
+            raise ValueError(f"A truncation is a tolerance, (tol, max_rank) or {{'tol':…, 'max_rank':…}}; got {spec!r}.")
+        if not (0.0 <= out.tol < 1.0) or (out.max_rank is not None and out.max_rank < 1):
+            raise ValueError(f"Truncation tolerance must be in [0, 1) and max_rank >= 1; got {spec!r}.")
+        return out
+
+
+class DenseKalmanFilter:
+    """The reference filter with a dense mean (N,) and covariance (N, N): O(N²) memory and per row.
+
+    Parameters
+    ----------
+    prior_mean : torch.Tensor of shape (N,)
+    prior_covariance : torch.Tensor of shape (N, N)
+    forgetting_factor : float
+        ``λ_f ∈ (0, 1]``; ``P⁻ = P / λ_f`` before each update.
+    """
+
+    def __init__(self, prior_mean: torch.Tensor, prior_covariance: torch.Tensor, *,
+                 forgetting_factor: float = 1.0) -> None:
+        self.mean = prior_mean.clone()
+        self.covariance = prior_covariance.clone()
+        self.forgetting_factor = float(forgetting_factor)
+        self.num_updates = 0
+
+    def update(self, row: torch.Tensor, target: float, measurement_noise: float) -> None:
+        """Condition on ``target = rowᵀ w + e``, ``e ~ N(0, measurement_noise)``.
+
+        Parameters
+        ----------
+        row : torch.Tensor of shape (N,)
+        target : float
+        measurement_noise : float
+        """
+        if self.forgetting_factor != 1.0:
+            self.covariance = self.covariance / self.forgetting_factor
+        gain_numerator = self.covariance @ row
+        innovation_variance = float(row @ gain_numerator) + measurement_noise
+        residual = float(target) - float(row @ self.mean)
+        self.mean = self.mean + (residual / innovation_variance) * gain_numerator
+        self.covariance = self.covariance - torch.outer(gain_numerator, gain_numerator) / innovation_variance
+        self.num_updates += 1
+
+
+class TTKalmanFilter:
+    """Square-root Kalman filter with the mean and the covariance square root in tensor-train format.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        TT mode sizes of the state (product N).
+    prior_variance : float
+        ``P_0 = prior_variance · I`` (rank 1); the prior mean is 0.
+    truncation : dict, optional
+        Quantity → truncation (see :class:`Truncation`), for ``"mean"`` (m), ``"covariance"`` (L),
+        ``"gain"`` (g = P c), ``"innovation"`` (w = Lᵀc, whose squared norm is the innovation variance
+        minus R) and ``"row"`` (used by callers that compress measurement rows, e.g. ``TNKF``).
+        Missing quantities are not truncated.
+    forgetting_factor : float
+        ``λ_f ∈ (0, 1]``; ``P⁻ = P / λ_f`` before each update.
+    square_root : bool
+        Potter's square-root update (default). ``False`` stores ``P`` itself and applies
+        ``P ← P − g gᵀ/S`` then rounds it, which can lose positive semi-definiteness.
+    dtype, device
+        Of the cores.
+
+    Attributes
+    ----------
+    mean : TTVector
+    covariance_sqrt : TTMatrix or None
+        ``L`` with ``P = L Lᵀ`` (square-root mode).
+    num_updates : int
+    covariance_trace_history : list of float
+        ``trace(P)`` after each update (``‖L‖_F²``), the early-stopping signal.
+    """
+
+    def __init__(self, shape: tuple[int, ...], prior_variance: float, *,
+                 truncation: Mapping[str, object] | None = None, forgetting_factor: float = 1.0,
+                 square_root: bool = True, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str = "cpu") -> None:
+        if not (0.0 < float(forgetting_factor) <= 1.0):
+            raise ValueError(f"forgetting_factor must be in (0, 1]; got {forgetting_factor}.")
+        if not float(prior_variance) > 0:
+            raise ValueError(f"prior_variance must be positive; got {prior_variance}.")
+        unknown = set(truncation or {}) - set(TRUNCATED_QUANTITIES)
+        if unknown:
+            raise ValueError(f"Unknown truncated quantities {sorted(unknown)}; use {TRUNCATED_QUANTITIES}.")
+        self.shape = tuple(int(s) for s in shape)
+        self.truncation = {q: Truncation.parse((truncation or {}).get(q)) for q in TRUNCATED_QUANTITIES}
+        self.forgetting_factor = float(forgetting_factor)
+        self.square_root = bool(square_root)
+        self.mean = TTVector.zeros(self.shape, dtype=dtype, device=device)
+        identity = TTMatrix.identity(self.shape, dtype=dtype, device=device)
+        if self.square_root:
+            self.covariance_sqrt: TTMatrix | None = identity * math.sqrt(float(prior_variance))
+            self._covariance: TTMatrix | None = None
+        else:
+            self.covariance_sqrt = None
+            self._covariance = identity * float(prior_variance)
+        self.num_updates = 0
+        self.covariance_trace_history: list[float] = []
+
+    # ------------------------------------------------------------------ state
+    @property
+    def covariance(self) -> TTMatrix:
+        """``P`` as a TT-matrix (``L Lᵀ`` rounded with the covariance truncation in square-root mode)."""
+        if not self.square_root:
+            return self._covariance
+        rule = self.truncation["covariance"]
+        return self.covariance_sqrt.matmul(self.covariance_sqrt.T).round(rule.tol, rule.max_rank)
+
+    def covariance_trace(self) -> float:
+        """``trace(P)``."""
+        if self.square_root:
+            return float(self.covariance_sqrt.norm()) ** 2
+        return float(self._covariance.trace())
+
+    def variance(self, row: TTVector) -> float:
+        """``cᵀ P c`` (≥ 0 in square-root mode)."""
+        if self.square_root:
+            projected = self.covariance_sqrt.T.matvec(row)
+            return float(projected.dot(projected))
+        return float(self._covariance.quadratic_form(row))
+
+    def _round(self, tt, quantity: str):
+        rule = self.truncation[quantity]
+        return tt.round(rule.tol, rule.max_rank)
+
+    # ------------------------------------------------------------------ update
+    def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
+        """Condition on ``target = rowᵀ w + e``, ``e ~ N(0, measurement_noise)``.
+
+        Parameters
+        ----------
+        row : TTVector
+            The measurement row ``c_k`` (already compressed by the caller), modes ``shape``.
+        target : float
+        measurement_noise : float
+            ``R > 0``.
+
+        Returns
+        -------
+        float
+            The innovation variance ``S = c_kᵀ P⁻ c_k + R``.
+        """
+        if row.shape != self.shape:
+            raise ValueError(f"Measurement row has TT modes {row.shape}; the state has {self.shape}.")
+        noise = float(measurement_noise)
+        if self.square_root:
+            if self.forgetting_factor != 1.0:
+                self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
+            projected = self._round(self.covariance_sqrt.T.matvec(row), "innovation")  # w = Lᵀ c
+            innovation_variance = float(projected.dot(projected)) + noise
+            gain = self._round(self.covariance_sqrt.matvec(projected), "gain")  # g = L w = P c
+            beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
+            self.covariance_sqrt = self._round(self.covariance_sqrt - gain.outer(projected) * beta, "covariance")
+        else:
+            if self.forgetting_factor != 1.0:
+                self._covariance = self._covariance / self.forgetting_factor
+            gain = self._round(self._covariance.matvec(row), "gain")
+            innovation_variance = float(row.dot(gain)) + noise
+            self._covariance = self._round(self._covariance - gain.outer(gain) / innovation_variance, "covariance")
+        residual = float(target) - float(row.dot(self.mean))
+        self.mean = self._round(self.mean + gain * (residual / innovation_variance), "mean")
+        self.num_updates += 1
+        self.covariance_trace_history.append(self.covariance_trace())
+        return innovation_variance

@@ -1,0 +1,87 @@
+"""Two-class classification on top of a Gaussian regression model (LS-SVM / least-squares style)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tnbayes._validation import ArrayLike
+
+__all__ = ["BinaryClassifierMixin"]
+
+
+class BinaryClassifierMixin:
+    """Turns a tnbayes regressor into a two-class classifier by regression on ±1 labels.
+
+    Put it first in the bases (``class C(BinaryClassifierMixin, Regressor)``). ``fit`` maps any two
+    labels to ±1 (the larger sorted label is +1) and fits the regressor; ``predict`` returns the sign
+    of the latent mean as the original labels; ``predict_proba`` is ``Φ(μ/σ)`` from the Gaussian
+    predictive (a probit read-out of a least-squares classifier, not a likelihood-based one).
+
+    Attributes
+    ----------
+    classes_ : numpy.ndarray of shape (2,)
+        The labels; ``classes_[1]`` is the positive class (+1).
+    """
+
+    @staticmethod
+    def _as_labels(y: ArrayLike) -> np.ndarray:
+        labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if labels.ndim == 2 and labels.shape[1] == 1:
+            labels = labels[:, 0]
+        if labels.ndim != 1 or labels.size == 0:
+            raise ValueError(f"y must be a non-empty 1-D array of class labels; got shape {labels.shape}.")
+        return labels
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> "BinaryClassifierMixin":
+        """Fit on two-class labels of any type (numbers, strings, booleans).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Exactly two distinct labels; the larger (sorted) one is the positive class.
+
+        Returns
+        -------
+        self
+        """
+        labels = self._as_labels(y)
+        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+            raise ValueError("y contains NaN or infinite labels; remove those rows.")
+        classes = np.unique(labels)
+        if classes.size != 2:
+            raise ValueError(f"{type(self).__name__} needs exactly two classes; y has {classes.size} "
+                             f"({classes[:5].tolist()}{' …' if classes.size > 5 else ''}).")
+        signs = np.where(labels == classes[1], 1.0, -1.0)
+        super().fit(X, signs)
+        self.classes_ = classes
+        return self
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Latent mean f(x) on the ±1 scale → shape (n,)."""
+        return self.posterior(X, observation_noise=False).mean.detach().cpu().numpy()
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities → shape (n, 2), columns in the order of ``classes_``."""
+        post = self.posterior(X, observation_noise=True)
+        mean = post.mean.detach().cpu().numpy()
+        std = post.stddev.detach().cpu().numpy()
+        from scipy.stats import norm
+
+        positive = norm.cdf(mean / np.maximum(std, 1e-300))
+        return np.stack([1.0 - positive, positive], axis=1)
+
+    def predict(self, X: ArrayLike, return_std: bool = False) -> np.ndarray:
+        """Predicted labels (sign of the latent mean) → shape (n,), values from ``classes_``."""
+        if return_std:
+            raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Accuracy (scikit-learn's classifier convention)."""
+        return float(np.mean(self.predict(X) == self._as_labels(y)))
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        super()._after_load(extra)
+        self.classes_ = np.asarray(self.classes_)
