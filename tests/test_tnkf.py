@@ -25,14 +25,14 @@ def _dual_system(model, X):
     return Xs, A
 
 
-@pytest.mark.parametrize("n, forgetting", [(32, 1.0), (30, 1.0), (24, 0.97)])
+@pytest.mark.parametrize("n, forgetting", [(32, 1.0), (30, 1.0), (17, 1.0), (24, 0.97)])
 def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
     X, y = _data(n)
     R, p0 = 1e-3, 2.0
     model = tnbayes.TNKF(lengthscale=[0.7, 0.9], outputscale=1.3, gamma=20.0, measurement_noise=R,
                          prior_variance=p0, truncation=EXACT, forgetting_factor=forgetting,
                          normalize_y=False).fit(X, y)
-    assert model.n_padded_ >= n and model.rows_processed_ == n
+    assert model.n_padded_ == (18 if n == 17 else n) and model.rows_processed_ == n
     Xs, A = _dual_system(model, X)
     targets = (y - y.mean())[model.row_order_]
     dense = DenseKalmanFilter(torch.zeros(n, dtype=torch.float64), p0 * torch.eye(n, dtype=torch.float64),
@@ -119,6 +119,8 @@ def test_early_stopping_and_max_rows():
     history = stopped.covariance_trace_history_
     assert (history[-11] - history[-1]) / history[-11] < 0.5
     assert all(b <= a * (1 + 1e-9) for a, b in zip(history, history[1:]))  # trace(P) never grows (λ_f = 1)
+    L = stopped.posterior_cov_sqrt_tt_.to_dense()
+    assert history[-1] == pytest.approx(float((L * L).sum()), rel=1e-10)
 
 
 def test_classifier_two_labels_and_probabilities():

@@ -228,5 +228,8 @@ class TTKalmanFilter:
         residual = float(target) - float(row.dot(self.mean))
         self.mean = self._round(self.mean + gain * (residual / innovation_variance), "mean")
         self.num_updates += 1
-        self.covariance_trace_history.append(self.covariance_trace())
+        if self.square_root:  # rounding leaves cores 0..d-2 left-orthonormal: ‖L‖_F = ‖last core‖
+            self.covariance_trace_history.append(float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2)
+        else:
+            self.covariance_trace_history.append(self.covariance_trace())
         return innovation_variance

@@ -266,7 +266,7 @@ class TNKF(BaseModel):
         _, _, vh = torch.linalg.svd(centred[: min(X.shape[0], 20000)].double(), full_matrices=False)
         return torch.argsort(centred.double() @ vh[0], stable=True)
 
-    def _check_memory(self, n_padded: int, rules: dict[str, Truncation]) -> None:
+    def _check_memory(self, rules: dict[str, Truncation]) -> None:
         bytes_per = torch.finfo(self.dtype_).bits // 8
         rank = rules["covariance"].max_rank
         if rank is None:
@@ -292,7 +292,7 @@ class TNKF(BaseModel):
         targets = (y[order] - self.bias_).to(torch.float64).cpu()
         shape, n_padded = tensorize_shape(n, int(self.max_factor), merge_to=int(self.mode_size))
         self.tt_shape_, self.n_padded_ = list(shape), int(n_padded)
-        self._check_memory(n_padded, rules)
+        self._check_memory(rules)
         kalman = TTKalmanFilter(shape, self.prior_variance_, truncation=rules,
                                 forgetting_factor=float(self.forgetting_factor), dtype=self.dtype_,
                                 device=self.device_)
