@@ -154,6 +154,8 @@ def test_bad_input_is_refused():
         tnbayes.TNKF(forgetting_factor=1.5).fit(X, y)
     with pytest.raises(ValueError, match="Unknown truncation"):
         tnbayes.TNKF(truncation={"covariances": 0.1}).fit(X, y)
+    with pytest.raises(ValueError, match="round_relative_to"):
+        tnbayes.TNKF(round_relative_to="norm").fit(X, y)
     with pytest.raises(ValueError, match="order"):
         tnbayes.TNKF(order="random").fit(X, y)
     with pytest.raises(ValueError, match="gamma"):

@@ -171,3 +171,14 @@ def test_float32_and_bad_input():
         _random_tt((2, 3), 1, 0) * _random_tt((2, 3), 1, 0)
     with pytest.raises(ValueError, match="matvec"):
         TTMatrix.identity((2, 3)).matvec(_random_tt((3, 2), 1, 0))
+
+
+def test_rounding_relative_to_a_reference_norm_keeps_small_updates():
+    big = _random_tt((2, 3, 4, 3, 2), 2, seed=11)
+    small = _random_tt((2, 3, 4, 3, 2), 2, seed=12) * (1e-4 * float(big.norm()))
+    total = big + small
+    exact = total.to_dense()
+    state = total.round(1e-2)  # error allowed: 1e-2·‖total‖ ≫ ‖small‖, so the update can be dropped
+    update = total.round(1e-2, reference_norm=float(small.norm()))
+    assert torch.linalg.vector_norm(update.to_dense() - exact) <= 1e-2 * small.norm() + 1e-12
+    assert torch.linalg.vector_norm(state.to_dense() - exact) > 0.5 * small.norm()

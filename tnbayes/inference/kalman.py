@@ -126,6 +126,13 @@ class TTKalmanFilter:
     square_root : bool
         Potter's square-root update (default). ``False`` stores ``P`` itself and applies
         ``P ← P − g gᵀ/S`` then rounds it, which can lose positive semi-definiteness.
+    round_relative_to : {"update", "state"}
+        What the tolerances of ``"mean"`` and ``"covariance"`` are relative to after an update.
+        ``"update"`` (default): the norm of the change the row made (``‖Δm‖``, ``β‖g‖‖w‖``), so the
+        rounding error of each step is a fraction of that step; ``"state"``: the norm of the whole
+        updated quantity (the paper). With ``"state"`` the allowed error ``tol·‖L‖_F ~ tol·√(p₀N)``
+        stays fixed while the change one row makes shrinks like 1/N, so at large N most updates are
+        rounded away (measured on a 2¹⁴-point sinc).
     dtype, device
         Of the cores.
 
@@ -141,7 +148,7 @@ class TTKalmanFilter:
 
     def __init__(self, shape: tuple[int, ...], prior_variance: float, *,
                  truncation: Mapping[str, object] | None = None, forgetting_factor: float = 1.0,
-                 square_root: bool = True, dtype: torch.dtype = torch.float64,
+                 square_root: bool = True, round_relative_to: str = "update", dtype: torch.dtype = torch.float64,
                  device: torch.device | str = "cpu") -> None:
         if not (0.0 < float(forgetting_factor) <= 1.0):
             raise ValueError(f"forgetting_factor must be in (0, 1]; got {forgetting_factor}.")
@@ -154,6 +161,9 @@ class TTKalmanFilter:
         self.truncation = {q: Truncation.parse((truncation or {}).get(q)) for q in TRUNCATED_QUANTITIES}
         self.forgetting_factor = float(forgetting_factor)
         self.square_root = bool(square_root)
+        if round_relative_to not in ("update", "state"):
+            raise ValueError(f"round_relative_to must be 'update' or 'state'; got {round_relative_to!r}.")
+        self.round_relative_to = round_relative_to
         self.mean = TTVector.zeros(self.shape, dtype=dtype, device=device)
         identity = TTMatrix.identity(self.shape, dtype=dtype, device=device)
         if self.square_root:
@@ -187,9 +197,10 @@ class TTKalmanFilter:
             return float(projected.dot(projected))
         return float(self._covariance.quadratic_form(row))
 
-    def _round(self, tt, quantity: str):
+    def _round(self, tt, quantity: str, update_norm: float | None = None):
         rule = self.truncation[quantity]
-        return tt.round(rule.tol, rule.max_rank)
+        reference = update_norm if self.round_relative_to == "update" else None
+        return tt.round(rule.tol, rule.max_rank, reference_norm=reference)
 
     # ------------------------------------------------------------------ update
     def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
@@ -218,15 +229,20 @@ class TTKalmanFilter:
             innovation_variance = float(projected.dot(projected)) + noise
             gain = self._round(self.covariance_sqrt.matvec(projected), "gain")  # g = L w = P c
             beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
-            self.covariance_sqrt = self._round(self.covariance_sqrt - gain.outer(projected) * beta, "covariance")
+            gain_norm = float(gain.norm())
+            self.covariance_sqrt = self._round(self.covariance_sqrt - gain.outer(projected) * beta, "covariance",
+                                               update_norm=beta * gain_norm * math.sqrt(innovation_variance - noise))
         else:
             if self.forgetting_factor != 1.0:
                 self._covariance = self._covariance / self.forgetting_factor
             gain = self._round(self._covariance.matvec(row), "gain")
             innovation_variance = float(row.dot(gain)) + noise
-            self._covariance = self._round(self._covariance - gain.outer(gain) / innovation_variance, "covariance")
+            gain_norm = float(gain.norm())
+            self._covariance = self._round(self._covariance - gain.outer(gain) / innovation_variance, "covariance",
+                                           update_norm=gain_norm**2 / innovation_variance)
         residual = float(target) - float(row.dot(self.mean))
-        self.mean = self._round(self.mean + gain * (residual / innovation_variance), "mean")
+        step = residual / innovation_variance
+        self.mean = self._round(self.mean + gain * step, "mean", update_norm=abs(step) * gain_norm)
         self.num_updates += 1
         if self.square_root:  # rounding leaves cores 0..d-2 left-orthonormal: ‖L‖_F = ‖last core‖
             self.covariance_trace_history.append(float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2)

@@ -71,6 +71,10 @@ class TNKF(BaseModel):
         Quantity → ``tol`` or ``(tol, max_rank)`` for ``"row"`` (each compressed kernel row),
         ``"innovation"`` (``Lᵀc``), ``"gain"`` (``P c``), ``"mean"`` (α) and ``"covariance"`` (L).
         Missing keys take :data:`DEFAULT_TRUNCATION`; ``{q: 0 for q in …}`` runs the exact filter.
+    round_relative_to : {"update", "state"}
+        Tolerances of the mean and the covariance root are relative to the change each row makes
+        (default) or, as in the paper, to the whole updated quantity — which at large N rounds most
+        updates away (see :class:`~tnbayes.inference.TTKalmanFilter`).
     early_stopping : bool
         Stop when ``trace(P)`` has fallen by less than ``stop_tol`` (relative) over the last
         ``patience`` rows. Unseen rows keep their prior mean 0.
@@ -147,7 +151,8 @@ class TNKF(BaseModel):
                  outputscale: float | None = None, gamma: float | None = None,
                  measurement_noise: float | None = None, prior_variance: float | None = None,
                  forgetting_factor: float = 1.0, truncation: Mapping[str, Any] | None = None,
-                 early_stopping: bool = False, stop_tol: float = 1e-4, patience: int = 200,
+                 round_relative_to: str = "update", early_stopping: bool = False, stop_tol: float = 1e-4,
+                 patience: int = 200,
                  max_rows: int | None = None, order: str = "auto", max_factor: int = 16, mode_size: int = 8,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -162,6 +167,7 @@ class TNKF(BaseModel):
         self.prior_variance = prior_variance
         self.forgetting_factor = forgetting_factor
         self.truncation = truncation
+        self.round_relative_to = round_relative_to
         self.early_stopping = early_stopping
         self.stop_tol = stop_tol
         self.patience = patience
@@ -185,6 +191,8 @@ class TNKF(BaseModel):
             raise ValueError(f"kernel must be 'rbf' or 'matern'; got {self.kernel!r}.")
         if self.kernel == "matern" and float(self.nu) not in (0.5, 1.5, 2.5):
             raise ValueError(f"GPyTorch's Matérn kernel needs nu in (0.5, 1.5, 2.5); got {self.nu}.")
+        if self.round_relative_to not in ("update", "state"):
+            raise ValueError(f"round_relative_to must be 'update' or 'state'; got {self.round_relative_to!r}.")
         if self.order not in ROW_ORDERS:
             raise ValueError(f"order must be one of {ROW_ORDERS}; got {self.order!r}.")
         if not (0.0 < float(self.forgetting_factor) <= 1.0):
@@ -294,7 +302,8 @@ class TNKF(BaseModel):
         self.tt_shape_, self.n_padded_ = list(shape), int(n_padded)
         self._check_memory(rules)
         kalman = TTKalmanFilter(shape, self.prior_variance_, truncation=rules,
-                                forgetting_factor=float(self.forgetting_factor), dtype=self.dtype_,
+                                forgetting_factor=float(self.forgetting_factor),
+                                round_relative_to=self.round_relative_to, dtype=self.dtype_,
                                 device=self.device_)
         limit = n if self.max_rows is None else min(n, int(self.max_rows))
         block = self._block_rows(n)

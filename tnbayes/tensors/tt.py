@@ -362,7 +362,8 @@ class TTVector(_TensorTrain):
             cores.append(core.reshape(a.shape[0] * b.shape[0], a.shape[1], b.shape[1], a.shape[2] * b.shape[2]))
         return TTMatrix(cores)
 
-    def round(self, tol: float = 0.0, max_rank: int | None = None) -> "TTVector":
+    def round(self, tol: float = 0.0, max_rank: int | None = None, *,
+              reference_norm: float | None = None) -> "TTVector":
         """TT-rounding: right-to-left QR, then left-to-right truncated SVDs (Oseledets 2011, Alg. 2).
 
         Parameters
@@ -370,13 +371,16 @@ class TTVector(_TensorTrain):
         tol : float
             Relative accuracy ``‖x − round(x)‖ ≤ tol·‖x‖`` when ``max_rank`` does not bind.
         max_rank : int, optional
+        reference_norm : float, optional
+            Make the bound ``tol·reference_norm`` instead of ``tol·‖x‖`` (e.g. the norm of the last
+            update added to ``x``, so that small updates to a large state are not rounded away).
 
         Returns
         -------
         TTVector
             A new TT-vector (this one is unchanged).
         """
-        return TTVector(_round_cores(self.cores, tol, max_rank))
+        return TTVector(_round_cores(self.cores, tol, max_rank, reference_norm))
 
 
 # ---------------------------------------------------------------------------------------------- matrices
@@ -576,9 +580,10 @@ class TTMatrix(_TensorTrain):
             env = torch.einsum("ucdke,ukf->cdef", t, xc)
         return env.reshape(())
 
-    def round(self, tol: float = 0.0, max_rank: int | None = None) -> "TTMatrix":
+    def round(self, tol: float = 0.0, max_rank: int | None = None, *,
+              reference_norm: float | None = None) -> "TTMatrix":
         """TT-rounding of the matrix (as a TT over merged modes); see :meth:`TTVector.round`."""
-        return _matrix_from_vector(_round_cores(self.as_vector().cores, tol, max_rank), self)
+        return _matrix_from_vector(_round_cores(self.as_vector().cores, tol, max_rank, reference_norm), self)
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -618,7 +623,8 @@ def _left_orthogonalize(cores: list[torch.Tensor]) -> list[torch.Tensor]:
     return cores
 
 
-def _round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None) -> list[torch.Tensor]:
+def _round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None,
+                 reference_norm: float | None = None) -> list[torch.Tensor]:
     """Oseledets' TT-rounding on 3-way cores: right-to-left QR, then left-to-right truncated SVD."""
     cores = list(cores)
     d = len(cores)
@@ -631,6 +637,8 @@ def _round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None
         cores[k] = q.T.reshape(q.shape[1], n, r1)
         cores[k - 1] = torch.einsum("anb,cb->anc", cores[k - 1], r)
     norm = float(torch.linalg.vector_norm(cores[0]))
+    if reference_norm is not None:  # never below round-off of the whole, so zero updates cannot inflate ranks
+        norm = max(float(reference_norm), norm * torch.finfo(cores[0].dtype).eps)
     delta = tol * norm / math.sqrt(d - 1)
     for k in range(d - 1):
         r0, n, r1 = cores[k].shape
