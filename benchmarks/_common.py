@@ -79,3 +79,9 @@ def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
                     converted[key] = value
             rows.append(converted)
     return rows
+
+
+def tt_rank_cell(model) -> str:
+    """``row / mean / cov. root`` largest TT ranks of a fitted TNKF, for a Markdown table cell."""
+    ranks = model.max_ranks_
+    return f"{ranks['row']} / {ranks['mean']} / {ranks['covariance']}"

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
+from benchmarks._common import header, output_path, tt_rank_cell
 from tnbayes import TNKFClassifier, datasets
 
 
@@ -85,11 +85,9 @@ def main(argv: list[str]) -> int:
             model.fit(data.X_train, data.y_train)
             fit_seconds = time.perf_counter() - start
             accuracy, confidence = _evaluate(model, data.X_test, data.y_test)
-            ranks = model.max_ranks_
             lines.append(f"| {task} | {config} | {len(data.y_train)} | {len(data.y_test)} | {accuracy:.4f} | "
                          f"{confidence:.3f} | {model.rows_processed_} | {fit_seconds:.0f} | "
-                         f"{1e3 * model.fit_seconds_per_row_:.1f} | {ranks['row']} / {ranks['mean']} / "
-                         f"{ranks['covariance']} |")
+                         f"{1e3 * model.fit_seconds_per_row_:.1f} | {tt_rank_cell(model)} |")
             print(lines[-1], flush=True)
     protocol = "see the module docstring of benchmarks/tnkf_classification.py"
     suffix = "" if args.spiral_n == 2**16 else f"_{args.spiral_n}"

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from benchmarks._common import header, output_path
+from benchmarks._common import header, output_path, tt_rank_cell
 from tnbayes import TNKF, datasets
 from tnbayes.inference import DenseKalmanFilter
 from tnbayes.models.tnkf import DEFAULT_TRUNCATION
@@ -30,7 +30,7 @@ def _state_bytes(model: TNKF) -> int:
     return sum(c.numel() * c.element_size() for c in cores)
 
 
-def _timed_tnkf(data, reference: TNKF, rows: int, covariance_rank: int | None) -> tuple[float, int, dict]:
+def _timed_tnkf(data, reference: TNKF, rows: int, covariance_rank: int | None) -> tuple[float, int, str]:
     truncation = dict(DEFAULT_TRUNCATION)
     if covariance_rank is not None:
         truncation["covariance"] = (DEFAULT_TRUNCATION["covariance"][0], covariance_rank)
@@ -38,7 +38,7 @@ def _timed_tnkf(data, reference: TNKF, rows: int, covariance_rank: int | None) -
                  measurement_noise=reference.measurement_noise_, prior_variance=reference.prior_variance_,
                  truncation=truncation, max_rows=rows)
     model.fit(data.X_train, data.y_train)
-    return model.fit_seconds_per_row_, _state_bytes(model), model.max_ranks_
+    return model.fit_seconds_per_row_, _state_bytes(model), tt_rank_cell(model)
 
 
 def _timed_dense(data, reference: TNKF, rows: int) -> float:
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
         else:
             dense_cells = f"— | {8 * n * n / 2**20:.0f} (not run) | —"
         by_size.append(f"| {n} | {len(reference.tt_shape_)} × 2 | {1e3 * seconds:.1f} | {state / 1024:.0f} | "
-                       f"{ranks['row']} / {ranks['mean']} / {ranks['covariance']} | {dense_cells} |")
+                       f"{ranks} | {dense_cells} |")
         print(by_size[-1], flush=True)
     by_rank = ["| covariance rank cap | TNKF ms/row | TNKF state KiB | max rank row / mean / cov. root |",
                "|---|---|---|---|"]
@@ -94,8 +94,7 @@ def main(argv: list[str]) -> int:
         reference = TNKF(max_rows=1).fit(data.X_train, data.y_train)
     for rank in args.ranks:
         seconds, state, ranks = _timed_tnkf(data, reference, args.rows, rank)
-        by_rank.append(f"| {rank} | {1e3 * seconds:.1f} | {state / 1024:.0f} | "
-                       f"{ranks['row']} / {ranks['mean']} / {ranks['covariance']} |")
+        by_rank.append(f"| {rank} | {1e3 * seconds:.1f} | {state / 1024:.0f} | {ranks} |")
         print(by_rank[-1], flush=True)
     protocol = (f"noisy sinc; TNKF() hyper-parameters fitted once per N (not timed); first {args.rows} rows; "
                 f"default truncation {DEFAULT_TRUNCATION}; dense Kalman filter on min(rows, 50) rows, float64")

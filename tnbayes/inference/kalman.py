@@ -197,6 +197,10 @@ class TTKalmanFilter:
             return float(projected.dot(projected))
         return float(self._covariance.quadratic_form(row))
 
+    def _update_reference(self, gain: TTVector) -> float:
+        """‖g‖, which scales every update's norm; only needed when rounding relative to updates."""
+        return float(gain.norm()) if self.round_relative_to == "update" else math.nan
+
     def _round(self, tt, quantity: str, update_norm: float | None = None):
         rule = self.truncation[quantity]
         reference = update_norm if self.round_relative_to == "update" else None
@@ -229,7 +233,7 @@ class TTKalmanFilter:
             innovation_variance = float(projected.dot(projected)) + noise
             gain = self._round(self.covariance_sqrt.matvec(projected), "gain")  # g = L w = P c
             beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
-            gain_norm = float(gain.norm())
+            gain_norm = self._update_reference(gain)
             self.covariance_sqrt = self._round(self.covariance_sqrt - gain.outer(projected) * beta, "covariance",
                                                update_norm=beta * gain_norm * math.sqrt(innovation_variance - noise))
         else:
@@ -237,7 +241,7 @@ class TTKalmanFilter:
                 self._covariance = self._covariance / self.forgetting_factor
             gain = self._round(self._covariance.matvec(row), "gain")
             innovation_variance = float(row.dot(gain)) + noise
-            gain_norm = float(gain.norm())
+            gain_norm = self._update_reference(gain)
             self._covariance = self._round(self._covariance - gain.outer(gain) / innovation_variance, "covariance",
                                            update_norm=gain_norm**2 / innovation_variance)
         residual = float(target) - float(row.dot(self.mean))

@@ -160,6 +160,23 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
 
 
 # ---------------------------------------------------------------------------------------------- shared
+def _checked_cores(cores: Sequence[torch.Tensor], kind: str, layout: str) -> list[torch.Tensor]:
+    """Check a core list: at least one core, the layout's number of axes, matching ranks, r_0 = r_d = 1."""
+    cores = list(cores)
+    ndim = layout.count(",") + 1
+    if len(cores) == 0:
+        raise ValueError(f"A {kind} needs at least one core.")
+    for k, core in enumerate(cores):
+        if core.ndim != ndim:
+            raise ValueError(f"{kind} core {k} must have shape {layout}; got {tuple(core.shape)}.")
+        if k > 0 and core.shape[0] != cores[k - 1].shape[-1]:
+            raise ValueError(f"TT ranks do not match between cores {k - 1} and {k}: "
+                             f"{tuple(cores[k - 1].shape)} then {tuple(core.shape)}.")
+    if cores[0].shape[0] != 1 or cores[-1].shape[-1] != 1:
+        raise ValueError("The first core must have r_0 = 1 and the last r_d = 1.")
+    return cores
+
+
 class _TensorTrain:
     """Scalar arithmetic and bookkeeping shared by TT-vectors and TT-matrices (cores in ``self.cores``)."""
 
@@ -228,18 +245,7 @@ class TTVector(_TensorTrain):
     _product_hint = ".hadamard() or .dot()"
 
     def __init__(self, cores: Sequence[torch.Tensor]) -> None:
-        cores = list(cores)
-        if len(cores) == 0:
-            raise ValueError("A TT-vector needs at least one core.")
-        for k, core in enumerate(cores):
-            if core.ndim != 3:
-                raise ValueError(f"TT-vector core {k} must have shape (r_prev, n, r_next); got {tuple(core.shape)}.")
-            if k > 0 and core.shape[0] != cores[k - 1].shape[2]:
-                raise ValueError(f"TT ranks do not match between cores {k - 1} and {k}: "
-                                 f"{tuple(cores[k - 1].shape)} then {tuple(core.shape)}.")
-        if cores[0].shape[0] != 1 or cores[-1].shape[2] != 1:
-            raise ValueError("The first core must have r_0 = 1 and the last r_d = 1.")
-        self.cores = cores
+        self.cores = _checked_cores(cores, "TT-vector", "(r_prev, n, r_next)")
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -401,18 +407,7 @@ class TTMatrix(_TensorTrain):
     _product_hint = ".matvec(), .matmul() or .hadamard()"
 
     def __init__(self, cores: Sequence[torch.Tensor]) -> None:
-        cores = list(cores)
-        if len(cores) == 0:
-            raise ValueError("A TT-matrix needs at least one core.")
-        for k, core in enumerate(cores):
-            if core.ndim != 4:
-                raise ValueError(f"TT-matrix core {k} must have shape (r_prev, m, n, r_next); "
-                                 f"got {tuple(core.shape)}.")
-            if k > 0 and core.shape[0] != cores[k - 1].shape[3]:
-                raise ValueError(f"TT ranks do not match between cores {k - 1} and {k}.")
-        if cores[0].shape[0] != 1 or cores[-1].shape[3] != 1:
-            raise ValueError("The first core must have r_0 = 1 and the last r_d = 1.")
-        self.cores = cores
+        self.cores = _checked_cores(cores, "TT-matrix", "(r_prev, m, n, r_next)")
 
     # -------------------------------------------------------------- construction
     @classmethod
