@@ -14,6 +14,8 @@ ENTRIES = {
     "cpd_uci_calibration": "benchmarks.cpd_uci_calibration",
     "exact_gp_uci": "benchmarks.exact_gp_uci",
     "tkrr_table1": "benchmarks.tkrr_table1",
+    "qtkm_uci": "benchmarks.qtkm_uci",
+    "qtkm_spectrum": "benchmarks.qtkm_spectrum",
     "tnkf_sinc": "benchmarks.tnkf_sinc",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",

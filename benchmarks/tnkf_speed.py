@@ -6,7 +6,8 @@ processes the first ``--rows`` rows (each row: one kernel row O(N), its TT-SVD, 
 the roundings) and the wall time per row is reported, with the memory of the filter state (TT cores of
 the mean and of the covariance square root) and the largest TT ranks. A second table varies the
 covariance rank cap at one N. The dense Kalman filter (mean (N,), covariance (N, N), float64) runs the
-same rows for N up to ``--dense-max`` (memory 8N² bytes).
+same rows for N up to ``--dense-max`` (default 2¹⁵: 8 GiB of covariance, updated in place; 2¹⁶ would need
+32 GiB, more than this 24 GB machine has).
 
     python -m benchmarks tnkf_speed                # about 20 minutes on 2 cores
     python -m benchmarks tnkf_speed --quick        # N ≤ 2¹², 50 rows
@@ -47,8 +48,7 @@ def _timed_dense(data, reference: TNKF, rows: int) -> float:
     n = Xs.shape[0]
     order = torch.argsort(Xs[:, 0])
     Xs, ys = Xs[order], ys[order] - ys.mean()
-    kf = DenseKalmanFilter(torch.zeros(n, dtype=torch.float64),
-                           reference.prior_variance_ * torch.eye(n, dtype=torch.float64))
+    kf = DenseKalmanFilter.isotropic(n, reference.prior_variance_)
     start = time.perf_counter()
     for k in range(rows):
         row = reference.kernel_matrix(Xs[k:k + 1], Xs)[0]
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--ranks", nargs="+", type=int, default=[8, 16, 24, 48])
     parser.add_argument("--rank-size", type=int, default=2**14)
-    parser.add_argument("--dense-max", type=int, default=2**14)
+    parser.add_argument("--dense-max", type=int, default=2**15)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
             dense_cells = f"{1e3 * dense:.1f} | {8 * n * n / 2**20:.0f} | {dense / seconds:.2f}"
         else:
             dense_cells = f"— | {8 * n * n / 2**20:.0f} (not run) | —"
-        by_size.append(f"| {n} | {len(reference.tt_shape_)} × 2 | {1e3 * seconds:.1f} | {state / 1024:.0f} | "
+        by_size.append(f"| {n} | {'·'.join(map(str, reference.tt_shape_))} | {1e3 * seconds:.1f} | {state / 1024:.0f} | "
                        f"{ranks} | {dense_cells} |")
         print(by_size[-1], flush=True)
     by_rank = ["| covariance rank cap | TNKF ms/row | TNKF state KiB | max rank row / mean / cov. root |",

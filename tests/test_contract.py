@@ -11,6 +11,9 @@ MODEL_FACTORIES = {
     "exact_gp": lambda: tnbayes.ExactGP(num_restarts=0, max_iter=30),
     "hilbert_gp": lambda: tnbayes.HilbertGP(max_iter=30),
     "cpd": lambda: tnbayes.CPDKernelMachine(rank=3, max_sweeps=3, hyper_max_points=40),
+    "qtkm": lambda: tnbayes.QTKM(rank=3, max_sweeps=3, hyper_max_points=40),
+    "tkm": lambda: tnbayes.TKM(rank=2, max_sweeps=3, hyper_max_points=40),
+    "tnkf": lambda: tnbayes.TNKF(hyper_max_points=40),
 }
 
 

@@ -37,8 +37,11 @@ def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
     targets = (y - y.mean())[model.row_order_]
     dense = DenseKalmanFilter(torch.zeros(n, dtype=torch.float64), p0 * torch.eye(n, dtype=torch.float64),
                               forgetting_factor=forgetting)
+    isotropic = DenseKalmanFilter.isotropic(n, p0, forgetting_factor=forgetting)
     for k in range(n):
         dense.update(A[k], float(targets[k]), R)
+        isotropic.update(A[k], float(targets[k]), R)
+    assert torch.equal(isotropic.mean, dense.mean) and torch.equal(isotropic.covariance, dense.covariance)
     alpha_tt = model.posterior_mean_tt_.to_dense()[:n]
     cov_tt = model.posterior_cov_tt_.to_dense()[:n, :n]
     torch.testing.assert_close(alpha_tt, dense.mean, rtol=1e-8, atol=1e-8)
@@ -166,3 +169,22 @@ def test_bad_input_is_refused():
     X_bad[3, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         tnbayes.TNKF().fit(X_bad, y)
+
+
+@pytest.mark.parametrize("n", [16, 17])
+def test_constraint_row_and_fixed_bias_match_dense_filter(n):
+    """``constraint_row=True`` streams the paper's first row 1ᵀα = 0 before the kernel rows; ``bias`` fixes b."""
+    X, y = _data(n)
+    R, p0, b = 1e-2, 1.5, 0.25
+    model = tnbayes.TNKF(lengthscale=[0.8, 0.8], outputscale=1.0, gamma=10.0, measurement_noise=R, prior_variance=p0,
+                         truncation=EXACT, constraint_row=True, bias=b, normalize_y=False).fit(X, y)
+    assert model.bias_ == b and model.rows_processed_ == n + 1
+    _, A = _dual_system(model, X)
+    dense = DenseKalmanFilter.isotropic(n, p0)
+    dense.update(torch.ones(n, dtype=torch.float64), 0.0, R)
+    for k, target in enumerate((y - b)[model.row_order_]):
+        dense.update(A[k], float(target), R)
+    torch.testing.assert_close(model.posterior_mean_tt_.to_dense()[:n], dense.mean, rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(model.posterior_cov_tt_.to_dense()[:n, :n], dense.covariance, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="bias"):
+        tnbayes.TNKF(bias="median").fit(X, y)

@@ -98,9 +98,12 @@ class AffineScaler:
 
 
 def make_input_scaler(kind: str) -> AffineScaler:
-    """Input scaler by name: ``"standard"``, ``"minmax"`` (to [0, 1]), ``"minmax-sym"`` (to [-1, 1]) or ``"none"``."""
+    """Input scaler by name: ``"standard"``, ``"minmax"`` (to [0, 1]), ``"minmax-sym"`` (to [-1, 1]),
+    ``"minmax-half"`` (to [-0.5, 0.5]) or ``"none"``."""
     if kind == "minmax-sym":
         return AffineScaler("minmax", (-1.0, 1.0))
+    if kind == "minmax-half":
+        return AffineScaler("minmax", (-0.5, 0.5))
     return AffineScaler(kind)
 
 

@@ -7,6 +7,8 @@ dimensions is never formed here (see :mod:`tnbayes.basis.combine` for the small-
 - :class:`HilbertBasis` — Laplace eigenfunctions on a box, weighted by √S (Solin & Särkkä 2020).
 - :class:`VFFBasis` — variational Fourier features for Matérn-1/2, 3/2, 5/2 (Hensman et al. 2017).
 - :mod:`~tnbayes.basis.spectral` — spectral densities (SE, Matérn-ν) as differentiable torch functions.
+- :mod:`~tnbayes.basis.quantized` — Fourier and pure-power polynomial features and their exact quantization
+  into length-2 (prime-size) Kronecker factors (Wesel & Batselier 2024).
 - :mod:`~tnbayes.basis.rules` — choosing (M, L) and checking a fitted lengthscale against them.
 """
 
@@ -37,6 +39,16 @@ from .spectral import (
     spectral_density,
     sqrt_spectral_density,
     stationary_kernel,
+)
+from .quantized import (
+    FEATURE_KINDS,
+    check_in_period,
+    fourier_features,
+    fourier_frequencies,
+    kron_rows,
+    polynomial_features,
+    quantized_factor_sizes,
+    quantized_factors,
 )
 from .vff import VFF_SUPPORTED_NU, VFFBasis, vff_frequencies
 
@@ -69,4 +81,12 @@ __all__ = [
     "HilbertLengthscaleRange",
     "ApproximationWarning",
     "HILBERT_RULE_CONSTANTS",
+    "FEATURE_KINDS",
+    "fourier_features",
+    "fourier_frequencies",
+    "polynomial_features",
+    "quantized_factor_sizes",
+    "quantized_factors",
+    "kron_rows",
+    "check_in_period",
 ]

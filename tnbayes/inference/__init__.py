@@ -11,7 +11,7 @@ from .als import (
     solve_spd,
 )
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
-from .features import BasisFeatures, TensorProductFeatures
+from .features import BasisFeatures, FourierPolynomialFeatures, TensorProductFeatures
 from .laplace import conditional_core_variance
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "TRUNCATED_QUANTITIES",
     "REGULARIZERS",
     "BasisFeatures",
+    "FourierPolynomialFeatures",
     "TensorProductFeatures",
     "conditional_core_variance",
     "cpd_predict",

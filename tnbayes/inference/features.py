@@ -13,9 +13,20 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.basis import HilbertBasis
+import math
 
-__all__ = ["TensorProductFeatures", "BasisFeatures"]
+from tnbayes.basis import HilbertBasis
+from tnbayes.basis.quantized import (
+    FEATURE_KINDS,
+    check_in_period,
+    fourier_features,
+    fourier_frequencies,
+    polynomial_features,
+    quantized_factor_sizes,
+    quantized_factors,
+)
+
+__all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures"]
 
 
 class TensorProductFeatures:
@@ -107,3 +118,92 @@ class BasisFeatures(TensorProductFeatures):
 
     def check_inputs(self, X: torch.Tensor) -> None:
         self.basis.check_domain(X)
+
+
+class FourierPolynomialFeatures(TensorProductFeatures):
+    """Tensor-product Fourier or polynomial features, quantized (K modes per input) or not (one mode per input).
+
+    Parameters
+    ----------
+    num_dims : int
+        D.
+    num_basis : int
+        M per input dimension.
+    kind : {"fourier", "polynomial"}
+    period : float, optional
+        P (Fourier only).
+    quantized : bool
+        ``True``: modes ``(d, m)`` of size q_m, ordered d-major (all factors of input 0, then input 1, …);
+        ``False``: one mode of size M per input.
+
+    Notes
+    -----
+    The weight tensor of the quantized map has D·K modes; its CPD has D·K cores of shape (q_m, R), so each
+    ALS sub-problem has q_m·R unknowns (2R for M = 2^K) whatever M is.
+    """
+
+    def __init__(self, num_dims: int, num_basis: int, kind: str = "fourier", period: float | None = None,
+                 quantized: bool = True) -> None:
+        if kind not in FEATURE_KINDS:
+            raise ValueError(f"kind must be one of {FEATURE_KINDS}; got {kind!r}.")
+        if kind == "fourier":
+            if period is None:
+                raise ValueError("Fourier features need a period P.")
+            period = float(period)
+            if not math.isfinite(period) or period <= 0:
+                raise ValueError(f"period P must be a finite number > 0; got {period!r}.")
+        self.num_dims = int(num_dims)
+        self.factor_sizes = quantized_factor_sizes(num_basis)  # validates M
+        self.num_basis = int(num_basis)
+        self.kind = kind
+        self.period = period
+        self.quantized = bool(quantized)
+        if not self.quantized:
+            self.factor_sizes = [self.num_basis]
+        self.mode_sizes = self.factor_sizes * self.num_dims
+        self.num_components = 1
+        self.is_complex = kind == "fourier"
+
+    def mode_features(self, X: torch.Tensor, mode: int) -> torch.Tensor:
+        dim, factor = divmod(mode, len(self.factor_sizes))
+        column = X[:, dim]
+        if not self.quantized:
+            full = (fourier_features(column, self.num_basis, self.period) if self.kind == "fourier"
+                    else polynomial_features(column, self.num_basis))
+            return full.unsqueeze(0)
+        return quantized_factors(column, self.num_basis, self.kind, self.period)[factor].unsqueeze(0)
+
+    def check_inputs(self, X: torch.Tensor) -> None:
+        if self.kind == "fourier":
+            check_in_period(X, self.period)
+
+    def kernel(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        """The kernel ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))`` these features span (the exact-KRR kernel).
+
+        Parameters
+        ----------
+        X1 : torch.Tensor of shape (n1, D)
+        X2 : torch.Tensor of shape (n2, D)
+
+        Returns
+        -------
+        torch.Tensor of shape (n1, n2)
+            Complex Hermitian (for X1 = X2) for Fourier features; real for polynomials.
+        """
+        result = None
+        for d in range(self.num_dims):
+            if self.kind == "fourier":
+                delta = X1[:, d].unsqueeze(1) - X2[:, d].unsqueeze(0)
+                factor = torch.zeros(delta.shape, dtype=torch.complex128 if X1.dtype == torch.float64
+                                     else torch.complex64, device=X1.device)
+                for k in fourier_frequencies(self.num_basis).tolist():
+                    factor += torch.polar(torch.ones_like(delta), (2 * math.pi * k / self.period) * delta)
+            else:
+                product = X1[:, d].unsqueeze(1) * X2[:, d].unsqueeze(0)
+                factor = torch.zeros_like(product)
+                power = torch.ones_like(product)
+                for _ in range(self.num_basis):
+                    factor += power
+                    power = power * product
+            result = factor if result is None else result * factor
+        return result

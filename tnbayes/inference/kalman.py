@@ -88,6 +88,31 @@ class DenseKalmanFilter:
         self.forgetting_factor = float(forgetting_factor)
         self.num_updates = 0
 
+    @classmethod
+    def isotropic(cls, size: int, prior_variance: float, *, dtype: torch.dtype = torch.float64,
+                  device: str | torch.device | None = None, forgetting_factor: float = 1.0) -> "DenseKalmanFilter":
+        """Zero prior mean and covariance ``prior_variance · I``, allocated once (8N² bytes in float64).
+
+        Parameters
+        ----------
+        size : int
+            N.
+        prior_variance : float
+        dtype, device
+            Of the state.
+        forgetting_factor : float
+
+        Returns
+        -------
+        DenseKalmanFilter
+        """
+        filt = cls.__new__(cls)
+        filt.mean = torch.zeros(int(size), dtype=dtype, device=device)
+        filt.covariance = torch.eye(int(size), dtype=dtype, device=device).mul_(float(prior_variance))
+        filt.forgetting_factor = float(forgetting_factor)
+        filt.num_updates = 0
+        return filt
+
     def update(self, row: torch.Tensor, target: float, measurement_noise: float) -> None:
         """Condition on ``target = rowᵀ w + e``, ``e ~ N(0, measurement_noise)``.
 
@@ -97,13 +122,14 @@ class DenseKalmanFilter:
         target : float
         measurement_noise : float
         """
+        # in place: one N×N buffer, so the largest N this filter holds is set by 8N² bytes, not twice that
         if self.forgetting_factor != 1.0:
-            self.covariance = self.covariance / self.forgetting_factor
+            self.covariance.div_(self.forgetting_factor)
         gain_numerator = self.covariance @ row
         innovation_variance = float(row @ gain_numerator) + measurement_noise
         residual = float(target) - float(row @ self.mean)
         self.mean = self.mean + (residual / innovation_variance) * gain_numerator
-        self.covariance = self.covariance - torch.outer(gain_numerator, gain_numerator) / innovation_variance
+        self.covariance.addr_(gain_numerator, gain_numerator, alpha=-1.0 / innovation_variance)
         self.num_updates += 1
 
 

@@ -4,12 +4,15 @@ from tnbayes.models.base import BaseModel, NotFittedError, load_model
 from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
 from tnbayes.models.exact_gp import ExactGP
 from tnbayes.models.hilbert_gp import HilbertGP
+from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
 from tnbayes.models.tnkf import TNKF, TNKFClassifier
 
 __all__ = [
     "CPDKernelClassifier",
     "CPDKernelMachine",
+    "QTKM",
+    "TKM",
     "TNKF",
     "TNKFClassifier",
     "BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]

@@ -95,7 +95,7 @@ class BaseModel:
     Attributes learned in ``fit`` end with ``_`` (scikit-learn convention).
     """
 
-    #: how inputs are scaled before they reach ``_fit`` ("standard", "minmax", "minmax-sym", "none")
+    #: how inputs are scaled before they reach ``_fit`` ("standard", "minmax", "minmax-sym", "minmax-half", "none")
     input_scaling: ClassVar[str] = "standard"
     #: fitted attributes rebuilt by ``_after_load`` rather than stored
     _transient_attributes: ClassVar[tuple[str, ...]] = ()

@@ -28,21 +28,16 @@ from tnbayes.basis import (
     resolve_kernel,
 )
 from tnbayes.basis.spectral import kernel_name
-from tnbayes.inference import CPDALS, REGULARIZERS, BasisFeatures, conditional_core_variance, cpd_predict, solve_spd
-from tnbayes.inference.als import design_matrix
+from tnbayes.inference import REGULARIZERS, BasisFeatures
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
-from tnbayes.models.base import BaseModel
+from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 
 __all__ = ["CPDKernelMachine", "CPDKernelClassifier", "UNCERTAINTY_METHODS"]
 
-#: how the Laplace-type predictive variance is built (see CPDKernelMachine's Notes)
-UNCERTAINTY_METHODS = ("all_cores", "last_core", "none")
 #: ranks tried in turn by rank=None (see CPDKernelMachine's Notes)
 AUTO_RANKS = (10, 20, 40)
-#: rank=None stops at the first rank whose residual noise is within this factor of the GP's σ²
-AUTO_RANK_TOLERANCE = 1.1
 #: largest M·R that rank=None will try (normal equations of 1600² numbers)
 AUTO_RANK_MAX_WIDTH = 1600
 #: estimated lengthscales are kept ≥ this · c·S/M (the tightened accuracy rule M ≥ 3.4 c S/ℓ, inverted)
@@ -53,7 +48,7 @@ MIN_DEFAULT_BOUNDARY_FACTOR = 1.5
 _RULE_KERNELS = ("se", "matern32", "matern52")
 
 
-class CPDKernelMachine(BaseModel):
+class CPDKernelMachine(CPDModelBase):
     """Tensor kernel ridge regression with CPD weights (T-KRR) and Laplace predictive uncertainty.
 
     Parameters
@@ -327,60 +322,15 @@ class CPDKernelMachine(BaseModel):
         self._validate_params(X.shape[1])
         self._resolve_hyperparameters(X, y)
         self.features_ = self._build_features(X)
-        reference = self._given_or_estimated_noise
         if self.rank is not None:
             ranks = [int(self.rank)]
         else:
             ranks = [r for r in AUTO_RANKS if self.num_basis_ * r <= AUTO_RANK_MAX_WIDTH] or [AUTO_RANKS[0]]
-            if reference is None:
-                ranks = ranks[:1]
-        self.rank_search_ = []
-        for rank in ranks:
-            engine = CPDALS(self.features_, X, y, rank, self.penalty_, regularizer=self.regularizer,
-                            chunk_size=self.chunk_size, seed=int(self.seed))
-            engine.run(int(self.max_sweeps), float(self.tol), progress=bool(self.verbose))
-            residual = self._residual_noise(engine, X.shape[0])
-            self.rank_search_.append({"rank": rank, "residual_noise_variance": residual,
-                                      "objective": engine.history[-1]})
-            if reference is None or residual <= AUTO_RANK_TOLERANCE * reference:
-                break
-        self.rank_ = engine.rank
-        self.factors_ = torch.stack(engine.factors)
-        self.history_ = list(engine.history)
-        self.sweep_objectives_ = list(engine.sweep_objectives)
-        self._store_laplace(engine, residual)
+        self._fit_cpd(self.features_, X, y, ranks, self.penalty_, self._given_or_estimated_noise,
+                      regularizer=self.regularizer)
 
-    def _residual_noise(self, engine: CPDALS, n: int) -> float:
-        """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
-        last = engine.last_system
-        # a direct pass: the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32
-        rss = max(engine.objective() - self.penalty_ * engine.penalty_value(), 0.0)
-        self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
-        return rss / max(n - self.effective_dof_, 1.0)
-
-    def _store_laplace(self, engine: CPDALS, residual_noise_variance: float) -> None:
-        last = engine.last_system
-        width = last.gram.shape[0]
-        self.residual_noise_variance_ = residual_noise_variance
-        if self.noise_variance is not None:
-            self.noise_variance_ = float(self.noise_variance)
-        elif self._given_or_estimated_noise is not None:
-            # a rank-limited fit that leaves more residual than the GP's noise carries that misfit as noise
-            self.noise_variance_ = max(self._given_or_estimated_noise, self.residual_noise_variance_)
-        else:
-            self.noise_variance_ = self.residual_noise_variance_
-        if self.uncertainty == "none":
-            self.laplace_modes_ = []
-            self.core_choleskys_ = torch.zeros(0, width, width, dtype=last.gram.dtype, device=last.gram.device)
-            return
-        systems = {last.mode: last.cholesky}
-        if self.uncertainty == "all_cores":
-            for mode in range(engine.features.num_modes):
-                if mode not in systems:
-                    system = engine.normal_equations(mode)
-                    _, systems[mode], _ = solve_spd(system.gram + self.penalty_ * system.penalty, system.rhs)
-        self.laplace_modes_ = sorted(systems)
-        self.core_choleskys_ = torch.stack([systems[m] for m in self.laplace_modes_])
+    def _store_factors(self, factors) -> None:
+        self.factors_ = torch.stack(list(factors))
 
     # ------------------------------------------------------------------ prediction
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
@@ -400,22 +350,6 @@ class CPDKernelMachine(BaseModel):
 
     def _factor_list(self) -> list[torch.Tensor]:
         return list(self.factors_.unbind(0))
-
-    def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        factors = self._factor_list()
-        mean = cpd_predict(self.features_, factors, X).real
-        noise = float(self.noise_variance_)
-        if full_covariance:
-            cov = torch.zeros(X.shape[0], X.shape[0], dtype=mean.dtype, device=mean.device)
-            for mode, chol in zip(self.laplace_modes_, self.core_choleskys_):
-                design = design_matrix(self.features_, factors, X, mode)
-                whitened = torch.linalg.solve_triangular(chol, design.mH, upper=False)
-                cov = cov + noise * (whitened.mH @ whitened).real
-            return mean, cov
-        variance = torch.zeros_like(mean)
-        for mode, chol in zip(self.laplace_modes_, self.core_choleskys_):
-            variance = variance + noise * conditional_core_variance(self.features_, factors, mode, chol, X)
-        return mean, variance
 
     # ------------------------------------------------------------------ persistence
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
@@ -438,12 +372,6 @@ class CPDKernelMachine(BaseModel):
         low = (center - half_width) * scale + shift
         high = (center + half_width) * scale + shift
         return low.numpy(), high.numpy()
-
-    @property
-    def num_parameters(self) -> int:
-        """Number of weights D·M·R of the fitted CPD."""
-        self._check_fitted("num_parameters")
-        return int(self.factors_.numel())
 
 
 class CPDKernelClassifier(BinaryClassifierMixin, CPDKernelMachine):

@@ -67,6 +67,13 @@ class TNKF(BaseModel):
         variance, ``p_0 = σ_f,GP² / mean_i Σ_j c_ij²`` (see Notes).
     forgetting_factor : float
         λ_f ∈ (0, 1]: ``P⁻ = P / λ_f`` before each row (the paper's definition; 1 = no forgetting).
+    bias : "mean" or float
+        The fixed offset b of ``f(x) = k(x)ᵀα + b``: the mean of the (scaled) training targets (default, the
+        paper's choice for regression) or a given value (the paper's Adult experiment uses b = 0 on ±1 labels).
+    constraint_row : bool
+        Stream the first row of the paper's system, ``1ᵀα = 0`` (target 0, noise R), before the kernel rows.
+        Off by default: with b fixed rather than solved for, the constraint is an extra soft measurement,
+        not part of the LS-SVM's own optimality conditions (the paper's code streams it).
     truncation : dict, optional
         Quantity → ``tol`` or ``(tol, max_rank)`` for ``"row"`` (each compressed kernel row),
         ``"innovation"`` (``Lᵀc``), ``"gain"`` (``P c``), ``"mean"`` (α) and ``"covariance"`` (L).
@@ -112,7 +119,7 @@ class TNKF(BaseModel):
     dual_weights_ : torch.Tensor of shape (N,)
         The dense posterior mean of α, in the order of the training inputs as given.
     bias_ : float
-        b, the mean of the (scaled) training targets.
+        b (``bias``; by default the mean of the scaled training targets).
     lengthscale_ : torch.Tensor of shape (D,)
     outputscale_, measurement_noise_, prior_variance_ : float
     noise_variance_ : float
@@ -150,8 +157,8 @@ class TNKF(BaseModel):
     def __init__(self, kernel: str = "rbf", nu: float = 2.5, *, lengthscale: float | list[float] | None = None,
                  outputscale: float | None = None, gamma: float | None = None,
                  measurement_noise: float | None = None, prior_variance: float | None = None,
-                 forgetting_factor: float = 1.0, truncation: Mapping[str, Any] | None = None,
-                 round_relative_to: str = "update", early_stopping: bool = False, stop_tol: float = 1e-4,
+                 forgetting_factor: float = 1.0, bias: float | str = "mean", constraint_row: bool = False,
+                 truncation: Mapping[str, Any] | None = None, round_relative_to: str = "update", early_stopping: bool = False, stop_tol: float = 1e-4,
                  patience: int = 200,
                  max_rows: int | None = None, order: str = "auto", max_factor: int = 16, mode_size: int = 8,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
@@ -166,6 +173,8 @@ class TNKF(BaseModel):
         self.measurement_noise = measurement_noise
         self.prior_variance = prior_variance
         self.forgetting_factor = forgetting_factor
+        self.bias = bias
+        self.constraint_row = constraint_row
         self.truncation = truncation
         self.round_relative_to = round_relative_to
         self.early_stopping = early_stopping
@@ -195,6 +204,10 @@ class TNKF(BaseModel):
             raise ValueError(f"round_relative_to must be 'update' or 'state'; got {self.round_relative_to!r}.")
         if self.order not in ROW_ORDERS:
             raise ValueError(f"order must be one of {ROW_ORDERS}; got {self.order!r}.")
+        if not (self.bias == "mean" or (isinstance(self.bias, (int, float)) and not isinstance(self.bias, bool)
+                                        and math.isfinite(float(self.bias)))):
+            raise ValueError(f"bias must be 'mean' or a finite number (in the units of the scaled targets); "
+                             f"got {self.bias!r}.")
         if not (0.0 < float(self.forgetting_factor) <= 1.0):
             raise ValueError(f"forgetting_factor must be in (0, 1]; got {self.forgetting_factor}.")
         for name in ("outputscale", "gamma", "measurement_noise", "prior_variance"):
@@ -296,7 +309,7 @@ class TNKF(BaseModel):
         self.row_order_ = order
         X_ordered = X[order]
         self.train_inputs_ = X_ordered
-        self.bias_ = float(y.mean())
+        self.bias_ = float(y.mean()) if self.bias == "mean" else float(self.bias)
         targets = (y[order] - self.bias_).to(torch.float64).cpu()
         shape, n_padded = tensorize_shape(n, int(self.max_factor), merge_to=int(self.mode_size))
         self.tt_shape_, self.n_padded_ = list(shape), int(n_padded)
@@ -315,6 +328,10 @@ class TNKF(BaseModel):
         start = time.perf_counter()
         stopped = False
         row_rule = rules["row"]
+        if self.constraint_row:
+            ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
+            ones[:n] = 1.0
+            kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
         for first in range(0, limit, block):
             last = min(first + block, limit)
             rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
@@ -421,7 +438,8 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
     same decision function. We therefore stream the rows of ``K + σ²I`` with targets ``y − b`` (as the
     authors' code does, without ``y_i y_j`` factors) — one filter for both tasks, and kernel rows that do
     not depend on the labels (lower TT ranks than label-modulated rows). Like the paper's experiments we
-    fix ``b`` to the mean label instead of solving for it.
+    fix ``b`` instead of solving for it: ``bias="mean"`` (default) uses the mean label; the paper's Adult code
+    uses ``b = 0`` (``bias=0.0``) and streams the constraint ``1ᵀα̃ = 0`` (``constraint_row=True``).
     """
 
     def __init__(self, kernel: str = "rbf", nu: float = 2.5, *, normalize_y: bool = False, **kwargs: Any) -> None:

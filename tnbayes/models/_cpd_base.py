@@ -1,0 +1,159 @@
+"""What every model with CPD weights fitted by ALS shares: the rank search, the noise estimate and the
+Laplace-type predictive uncertainty (T-KRR's :class:`~tnbayes.CPDKernelMachine`, :class:`~tnbayes.QTKM`,
+:class:`~tnbayes.TKM`).
+
+A subclass builds its :class:`~tnbayes.inference.TensorProductFeatures` and its penalty λ, then calls
+:meth:`CPDModelBase._fit_cpd`; ``posterior`` then works unchanged. Subclasses set ``uncertainty``,
+``noise_variance``, ``max_sweeps``, ``tol``, ``chunk_size``, ``seed``, ``verbose`` as constructor
+parameters and implement :meth:`_factor_list` (the fitted cores as a list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from tnbayes.inference import CPDALS, TensorProductFeatures, conditional_core_variance, cpd_predict, solve_spd
+from tnbayes.inference.als import design_matrix
+from tnbayes.models.base import BaseModel
+
+__all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "AUTO_RANK_TOLERANCE"]
+
+#: how the Laplace-type predictive variance is built (see CPDKernelMachine's Notes)
+UNCERTAINTY_METHODS = ("all_cores", "last_core", "none")
+#: rank=None stops at the first rank whose residual noise is within this factor of the reference noise
+AUTO_RANK_TOLERANCE = 1.1
+
+
+class CPDModelBase(BaseModel):
+    """Base of the CPD models: ALS fit with an optional rank search, Laplace variance, residual noise.
+
+    Attributes set by :meth:`_fit_cpd`
+    ----------------------------------
+    rank_ : int
+    rank_search_ : list of dict
+        Ranks tried with their residual noise variance and final objective.
+    history_, sweep_objectives_ : list of float
+        ALS objective after every core update / every sweep.
+    residual_noise_variance_ : float
+        RSS / (N − effective_dof_).
+    effective_dof_ : float
+        tr((A_dᴴA_d + λP_d)⁻¹ A_dᴴA_d) of the last-updated core (a lower bound on the model's).
+    noise_variance_ : float
+    laplace_modes_ : list of int
+    core_choleskys_ : torch.Tensor of shape (len(laplace_modes_), W, W)
+        Cholesky factors of the regularised normal equations of those cores; W = the largest M_d·R
+        (smaller cores are zero-padded).
+    """
+
+    _given_or_estimated_noise: float | None = None
+
+    def _factor_list(self) -> list[torch.Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fitting
+    def _fit_cpd(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, ranks: Sequence[int],
+                 penalty: float, reference_noise: float | None, *, regularizer: str = "full") -> CPDALS:
+        """Run ALS for each rank in turn; keep the first whose residual noise is within 10% of the reference.
+
+        Parameters
+        ----------
+        features : TensorProductFeatures
+        X : torch.Tensor of shape (N, D)
+        y : torch.Tensor of shape (N,)
+        ranks : sequence of int
+            Ranks to try in order (one entry: no search).
+        penalty : float
+            λ of the engine's objective ``‖y − f‖² + λ·pen(W)``.
+        reference_noise : float, optional
+            The noise variance the model should explain the data down to (None: keep the first rank).
+        regularizer : {"full", "diagonal"}
+
+        Returns
+        -------
+        CPDALS
+            The engine of the kept rank.
+        """
+        ranks = list(ranks) if reference_noise is not None else list(ranks)[:1]
+        self.rank_search_ = []
+        for rank in ranks:
+            engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
+                            seed=int(self.seed))
+            engine.run(int(self.max_sweeps), float(self.tol), progress=bool(self.verbose))
+            residual = self._residual_noise(engine, X.shape[0], penalty)
+            self.rank_search_.append({"rank": int(rank), "residual_noise_variance": residual,
+                                      "objective": engine.history[-1]})
+            if reference_noise is None or residual <= AUTO_RANK_TOLERANCE * reference_noise:
+                break
+        self.rank_ = engine.rank
+        self._store_factors(engine.factors)
+        self.history_ = list(engine.history)
+        self.sweep_objectives_ = list(engine.sweep_objectives)
+        self._store_laplace(engine, residual, penalty)
+        return engine
+
+    def _residual_noise(self, engine: CPDALS, n: int, penalty: float) -> float:
+        """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
+        last = engine.last_system
+        # a direct pass: the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32
+        rss = max(engine.objective() - penalty * engine.penalty_value(), 0.0)
+        self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
+        return rss / max(n - self.effective_dof_, 1.0)
+
+    def _store_laplace(self, engine: CPDALS, residual_noise_variance: float, penalty: float) -> None:
+        self.residual_noise_variance_ = residual_noise_variance
+        if self.noise_variance is not None:
+            self.noise_variance_ = float(self.noise_variance)
+        elif self._given_or_estimated_noise is not None:
+            # a rank-limited fit that leaves more residual than the reference noise carries that misfit as noise
+            self.noise_variance_ = max(self._given_or_estimated_noise, self.residual_noise_variance_)
+        else:
+            self.noise_variance_ = self.residual_noise_variance_
+        last = engine.last_system
+        systems = {} if self.uncertainty == "none" else {last.mode: last.cholesky}
+        if self.uncertainty == "all_cores":
+            for mode in range(engine.features.num_modes):
+                if mode not in systems:
+                    system = engine.normal_equations(mode)
+                    _, systems[mode], _ = solve_spd(system.gram + penalty * system.penalty, system.rhs)
+        self.laplace_modes_ = sorted(systems)
+        width = max([chol.shape[0] for chol in systems.values()], default=last.gram.shape[0])
+        # cores of different sizes (a quantized M = 12 has factors 2, 2, 3) are zero-padded to one width;
+        # _cholesky(i) cuts them back
+        padded = torch.zeros(len(systems), width, width, dtype=last.gram.dtype, device=last.gram.device)
+        for i, mode in enumerate(self.laplace_modes_):
+            size = systems[mode].shape[0]
+            padded[i, :size, :size] = systems[mode]
+        self.core_choleskys_ = padded
+
+    def _cholesky(self, index: int, mode: int) -> torch.Tensor:
+        size = self._factor_list()[mode].numel()
+        return self.core_choleskys_[index, :size, :size]
+
+    # ------------------------------------------------------------------ prediction
+    def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        factors = self._factor_list()
+        mean = cpd_predict(self.features_, factors, X).real
+        noise = float(self.noise_variance_)
+        if full_covariance:
+            cov = torch.zeros(X.shape[0], X.shape[0], dtype=mean.dtype, device=mean.device)
+            for index, mode in enumerate(self.laplace_modes_):
+                design = design_matrix(self.features_, factors, X, mode)
+                whitened = torch.linalg.solve_triangular(self._cholesky(index, mode), design.mH, upper=False)
+                cov = cov + noise * (whitened.mH @ whitened).real
+            return mean, cov
+        variance = torch.zeros_like(mean)
+        for index, mode in enumerate(self.laplace_modes_):
+            variance = variance + noise * conditional_core_variance(self.features_, factors, mode,
+                                                                    self._cholesky(index, mode), X)
+        return mean, variance
+
+    @property
+    def num_parameters(self) -> int:
+        """Number of weights Σ_k M_k·R of the fitted CPD (complex weights count once)."""
+        self._check_fitted("num_parameters")
+        return int(sum(f.numel() for f in self._factor_list()))
