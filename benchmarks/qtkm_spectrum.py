@@ -2,15 +2,16 @@
 
 The QTKM paper shows this on sound recordings, which are not available here. Two 1-D signals instead:
 
-* ``multitone``: 2048 equally spaced samples on [−0.5, 0.5] of
+* ``multitone``: 2048 equally spaced samples on [−0.5, 0.5) of
   ``Σ_j a_j cos(2π f_j x + φ_j)`` with (f, a) = (20, 1.0), (45, 0.6), (83, 0.35), (130, 0.2), noise std 0.1;
 * ``co2``: Mauna Loa weekly CO2 (``datasets.load("co2")``, all 2225 rows), a quadratic trend removed and
   the residual standardised — a yearly cycle with harmonics.
 
 Model: ``QTKM(rank=R, num_basis=512, period=P, penalty=1e-8)`` for R = 1, 2, 4, 8 (9 length-2 cores,
 18R parameters) and the unconstrained least-squares/ridge solution with the same features and λ
-(512 complex coefficients, ``(ΦᴴΦ + Nλ I)⁻¹Φᴴy``). P = 1.05 for ``multitone`` (frequencies in cycles per
-unit are then k/P), P = 1.2 for ``co2``. Reported: the magnitudes |w_k| per frequency (figure), and the
+(512 complex coefficients, ``(ΦᴴΦ + Nλ I)⁻¹Φᴴy``). P = 1 (unit period, as the paper's sound experiment:
+on the equally spaced grid the features are then nearly orthogonal; a longer period leaves part of it
+without data and the least-squares coefficients blow up at high frequencies). Reported: the magnitudes |w_k| per frequency (figure), and the
 relative distance of each rank's coefficients and fitted values to the least-squares ones.
 
     python -m benchmarks qtkm_spectrum
@@ -34,7 +35,7 @@ PENALTY = 1e-8
 
 def _signals() -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
     rng = np.random.default_rng(0)
-    x = np.linspace(-0.5, 0.5, 2048)
+    x = np.arange(2048) / 2048 - 0.5
     tones = ((20, 1.0, 0.3), (45, 0.6, 1.1), (83, 0.35, 2.0), (130, 0.2, 0.7))
     y = sum(a * np.cos(2 * np.pi * f * x + p) for f, a, p in tones) + 0.1 * rng.standard_normal(x.size)
     co2 = datasets.load("co2", split=0, test_fraction=0.5)
@@ -44,7 +45,7 @@ def _signals() -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
     t, c = t[order], c[order]
     residual = c - np.polyval(np.polyfit(t, c, 2), t)
     residual = (residual - residual.mean()) / residual.std()
-    return {"multitone": (x[:, None], y, 1.05), "co2": (t[:, None], residual, 1.2)}
+    return {"multitone": (x[:, None], y, 1.0), "co2": (t[:, None], residual, 1.0)}
 
 
 def _dominant(weights: torch.Tensor, frequencies: np.ndarray, count: int = 4) -> list[int]:

@@ -64,7 +64,7 @@ def _run(name: str, splits: int) -> list[dict]:
                 report = metrics.evaluate(post, yte)
                 rows.append({"dataset": name, "split": k, "model": cls.__name__, "rank": rank,
                              "parameters": model.num_parameters, "mse": report["rmse"] ** 2 / scale**2,
-                             "nlpd": report["nlpd"] + np.log(scale), "coverage_95": report["coverage_95"],
+                             "nlpd": report["nlpd"] - np.log(scale), "coverage_95": report["coverage_95"],
                              "penalty": model.penalty_, "period": model.period_, "seconds": seconds})
             print(f"{name} split {k} R_TKM {tkm_rank}: TKM {rows[-2]['mse']:.4f} QTKM {rows[-1]['mse']:.4f} "
                   f"(λ {shared['penalty']:g}, P {shared['period']:g})", flush=True)

@@ -59,7 +59,7 @@ def _timed_dense(data, reference: TNKF, rows: int) -> float:
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks tnkf_speed")
-    parser.add_argument("--sizes", nargs="+", type=int, default=[2**10, 2**12, 2**14, 2**16])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[2**10, 2**12, 2**14, 2**15, 2**16])
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--ranks", nargs="+", type=int, default=[8, 16, 24, 48])
     parser.add_argument("--rank-size", type=int, default=2**14)

@@ -266,9 +266,9 @@ class QTKM(CPDModelBase):
             raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
-        if self.period is not None and (not math.isfinite(float(self.period)) or float(self.period) <= 1.0):
-            raise ValueError(f"period must be a number > 1 (inputs are scaled to [-0.5, 0.5], so P <= 1 would wrap "
-                             f"the training data around); got {self.period!r}.")
+        if self.period is not None and (not math.isfinite(float(self.period)) or float(self.period) < 1.0):
+            raise ValueError(f"period must be a number >= 1 (inputs are scaled to [-0.5, 0.5], so P < 1 would wrap "
+                             f"the training data around; P = 1 identifies the two ends); got {self.period!r}.")
         for name in ("penalty", "noise_variance"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(float(value)) or float(value) <= 0):
@@ -277,8 +277,8 @@ class QTKM(CPDModelBase):
             raise ValueError("max_sweeps must be >= 1, hyper_max_points >= 6 and cv_folds >= 2.")
         if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
-        if self.period_grid is not None and any(float(p) <= 1.0 for p in self.period_grid):
-            raise ValueError(f"every period in period_grid must be > 1; got {list(self.period_grid)!r}.")
+        if self.period_grid is not None and any(float(p) < 1.0 for p in self.period_grid):
+            raise ValueError(f"every period in period_grid must be >= 1; got {list(self.period_grid)!r}.")
 
     # ------------------------------------------------------------------ fitting
     def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> None:
