@@ -62,7 +62,7 @@ def _dominant(weights: torch.Tensor, frequencies: np.ndarray, count: int = 4) ->
 
 def _least_squares(model: QTKM, X: np.ndarray, y: np.ndarray) -> torch.Tensor:
     xs = model.x_scaler_.transform(torch.as_tensor(X))[:, 0]
-    phi = fourier_features(xs, NUM_BASIS, model.period_)
+    phi = fourier_features(xs, NUM_BASIS, model.period_) / NUM_BASIS**0.5  # the model's normalised features
     gram = phi.mH @ phi + len(y) * PENALTY * torch.eye(NUM_BASIS, dtype=phi.dtype)
     return torch.linalg.solve(gram, phi.mH @ torch.as_tensor(y).to(phi.dtype)), phi
 

@@ -3,7 +3,10 @@
 Protocol (the paper's): 10 random 90/10 splits of all rows (``numpy.random.default_rng(k)``, k = 0..9);
 inputs min–max scaled to [−0.5, 0.5] with training statistics (what both models do); M = 16 Fourier
 features per input; λ and P by 3-fold cross-validation of exact kernel ridge regression on the whole
-training set over λ ∈ 10^{−5..5}, P ∈ {1.25, 1.5, 2, 3, 5, 9, 17, 33, 65} (per-sample λ, penalty N·λ‖W‖²),
+training set over P ∈ {1.25, 1.5, 2, 3, 5, 9, 17, 33, 65} and λ (per-sample, penalty N·λ‖W‖²) — one deviation:
+our features are normalised (ψ/√M per input, k(x, x) = 1), so the λ grid is 10^{−14..2} instead of the
+paper's 10^{−5..5} for raw features (k(x, x) = M^D; on wine-red, D = 11, the raw-feature CV picked the grid's
+upper edge and both models overfit),
 chosen once per split and shared by both models; equal parameter budgets R_QTKM = R_TKM · M / (2 log2 M)
 = 2 R_TKM; ALS until a sweep changes the objective by < 1e-7 (at most 50 sweeps; the paper runs "a very
 large number of iterations", its count lost in conversion). Test MSE on y standardised with training statistics; also NLPD and 95%

@@ -17,7 +17,7 @@ from tnbayes.basis import (
     quantized_factors,
 )
 from tnbayes.inference import CPDALS, FourierPolynomialFeatures
-from tnbayes.models.qtkm import select_krr_hyperparameters
+from tnbayes.models.qtkm import DEFAULT_PENALTY_GRID, select_krr_hyperparameters
 
 
 def _inputs(n=40, seed=0):
@@ -67,6 +67,11 @@ def test_feature_map_modes_and_kernel_match_dense_features(kind):
     X = torch.rand(30, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64) - 0.5
     quantized = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=True)
     plain = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=False)
+    raw = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=True, normalize=False)
+    scale = 8.0 if kind == "fourier" else 1.0  # only Fourier features are normalised
+    torch.testing.assert_close(_product_features(raw, X) / scale, _product_features(plain, X), rtol=0, atol=1e-12)
+    if kind == "fourier":  # normalised: k(x, x) = 1 for any D
+        torch.testing.assert_close(plain.kernel(X, X).diagonal().real, torch.ones(30, dtype=torch.float64))
     assert quantized.mode_sizes == [2, 2, 2, 2, 2, 2] and plain.mode_sizes == [8, 8]
     torch.testing.assert_close(_product_features(quantized, X), _product_features(plain, X), rtol=0, atol=1e-12)
     phi = _product_features(plain, X)
@@ -107,13 +112,13 @@ def test_tkm_single_input_is_exact_ridge_with_exact_posterior_variance():
     model = tnbayes.TKM(rank=1, num_basis=10, period=1.5, penalty=1e-3, noise_variance=0.02, max_sweeps=1,
                         normalize_y=False, uncertainty="last_core").fit(X, y)
     Xs = model.x_scaler_.transform(torch.as_tensor(X))
-    phi = fourier_features(Xs[:, 0], 10, 1.5)
+    phi = fourier_features(Xs[:, 0], 10, 1.5) / math.sqrt(10)  # the model's normalised features
     penalty = 1e-3 * 80
     w = _dense_complex_ridge(phi, torch.as_tensor(y), penalty)
     torch.testing.assert_close(model.weight_tensor(), w, rtol=1e-8, atol=1e-10)
     X_test = np.linspace(0.1, 3.9, 25)[:, None]
     post = model.posterior(X_test, observation_noise=False)
-    phi_test = fourier_features(model.x_scaler_.transform(torch.as_tensor(X_test))[:, 0], 10, 1.5)
+    phi_test = fourier_features(model.x_scaler_.transform(torch.as_tensor(X_test))[:, 0], 10, 1.5) / math.sqrt(10)
     torch.testing.assert_close(post.mean, (phi_test @ w).real, rtol=1e-8, atol=1e-10)
     # Bayesian reading of the stacked real problem: cov = σ²(ÃᵀÃ + λI)⁻¹, Re f(x) = [Re ψ, −Im ψ]·[a; b]
     _, gram = _stacked_real_ridge(phi, torch.as_tensor(y), penalty)
@@ -156,7 +161,7 @@ def test_krr_cross_validation_picks_a_sensible_period_and_penalty():
     Xs = torch.as_tensor(X) / 2.0  # [-0.5, 0.5]
     selection = select_krr_hyperparameters(Xs, torch.as_tensor(y), num_basis=16, folds=3)
     assert selection.period in (1.25, 1.5, 2.0, 3.0, 5.0, 9.0, 17.0, 33.0, 65.0)
-    assert len(selection.table) == 9 * 11
+    assert len(selection.table) == 9 * len(DEFAULT_PENALTY_GRID)
     assert selection.cv_mse == min(row["cv_mse"] for row in selection.table)
     assert selection.cv_mse < 0.05  # noise variance 0.01, signal variance ≈ 0.6
     assert 0.003 < selection.noise_variance < 0.03

@@ -135,6 +135,11 @@ class FourierPolynomialFeatures(TensorProductFeatures):
     quantized : bool
         ``True``: modes ``(d, m)`` of size q_m, ordered d-major (all factors of input 0, then input 1, …);
         ``False``: one mode of size M per input.
+    normalize : bool
+        Fourier only: divide every mode's features by the square root of its size, so that the features of one
+        input are ``ψ(x)/√M`` and the kernel has ``k(x, x) = 1`` for any D (default). Without it
+        ``k(x, x) = M^D``, and a penalty grid fit for one D is meaningless for another. Polynomial features
+        are never rescaled (their size depends on x).
 
     Notes
     -----
@@ -143,7 +148,7 @@ class FourierPolynomialFeatures(TensorProductFeatures):
     """
 
     def __init__(self, num_dims: int, num_basis: int, kind: str = "fourier", period: float | None = None,
-                 quantized: bool = True) -> None:
+                 quantized: bool = True, normalize: bool = True) -> None:
         if kind not in FEATURE_KINDS:
             raise ValueError(f"kind must be one of {FEATURE_KINDS}; got {kind!r}.")
         if kind == "fourier":
@@ -158,6 +163,7 @@ class FourierPolynomialFeatures(TensorProductFeatures):
         self.kind = kind
         self.period = period
         self.quantized = bool(quantized)
+        self.normalize = bool(normalize) and kind == "fourier"
         if not self.quantized:
             self.factor_sizes = [self.num_basis]
         self.mode_sizes = self.factor_sizes * self.num_dims
@@ -168,17 +174,21 @@ class FourierPolynomialFeatures(TensorProductFeatures):
         dim, factor = divmod(mode, len(self.factor_sizes))
         column = X[:, dim]
         if not self.quantized:
-            full = (fourier_features(column, self.num_basis, self.period) if self.kind == "fourier"
-                    else polynomial_features(column, self.num_basis))
-            return full.unsqueeze(0)
-        return quantized_factors(column, self.num_basis, self.kind, self.period)[factor].unsqueeze(0)
+            values = (fourier_features(column, self.num_basis, self.period) if self.kind == "fourier"
+                      else polynomial_features(column, self.num_basis))
+        else:
+            values = quantized_factors(column, self.num_basis, self.kind, self.period)[factor]
+        if self.normalize:
+            values = values / math.sqrt(values.shape[-1])
+        return values.unsqueeze(0)
 
     def check_inputs(self, X: torch.Tensor) -> None:
         if self.kind == "fourier":
             check_in_period(X, self.period)
 
     def kernel(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        """The kernel ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))`` these features span (the exact-KRR kernel).
+        """The kernel ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))`` these features span (the exact-KRR kernel;
+        divided by M^D when ``normalize``).
 
         Parameters
         ----------
@@ -205,5 +215,7 @@ class FourierPolynomialFeatures(TensorProductFeatures):
                 for _ in range(self.num_basis):
                     factor += power
                     power = power * product
+            if self.normalize:
+                factor = factor / self.num_basis
             result = factor if result is None else result * factor
         return result

@@ -31,10 +31,14 @@ from tnbayes.inference import FourierPolynomialFeatures
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 
-__all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "DEFAULT_PERIOD_GRID"]
+__all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "PAPER_PENALTY_GRID",
+           "DEFAULT_PERIOD_GRID"]
 
-#: λ grid of the paper's cross-validation (per-sample convention: the objective's penalty is N·λ)
-DEFAULT_PENALTY_GRID = tuple(10.0 ** k for k in range(-5, 6))
+#: λ grid of the paper's cross-validation, for its raw features (per-sample convention: penalty N·λ‖W‖²)
+PAPER_PENALTY_GRID = tuple(10.0 ** k for k in range(-5, 6))
+#: default λ grid for the normalised features (k(x, x) = 1): the paper's grid divided by M^D ranges from
+#: 10⁻¹² (yacht, D = 6) to 10⁻⁸ (wine, D = 11) at its lower end, so the default reaches 10⁻¹⁴ … 10²
+DEFAULT_PENALTY_GRID = tuple(10.0 ** k for k in range(-14, 3))
 #: period grid of the paper's cross-validation (inputs scaled to [−0.5, 0.5])
 DEFAULT_PERIOD_GRID = (1.25, 1.5, 2.0, 3.0, 5.0, 9.0, 17.0, 33.0, 65.0)
 
@@ -76,7 +80,7 @@ def _krr_spectral(kernel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: int, feature_map: str = "fourier",
                                penalties: Sequence[float] = DEFAULT_PENALTY_GRID,
                                periods: Sequence[float] = DEFAULT_PERIOD_GRID, folds: int = 3,
-                               max_points: int = 1000, seed: int = 0) -> KRRSelection:
+                               max_points: int = 1000, seed: int = 0, normalize: bool = True) -> KRRSelection:
     """λ (and P) by k-fold cross-validation of *exact* kernel ridge regression (the QTKM paper's protocol).
 
     The kernel is the one the (unconstrained) features span, ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))``, so
@@ -98,6 +102,8 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
     max_points : int
         Random subsample size (the cost is O(max_points³) per period and fold).
     seed : int
+    normalize : bool
+        Use the normalised features ψ/√M (k(x, x) = 1), as the models do by default.
 
     Returns
     -------
@@ -120,7 +126,8 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
     table: list[dict[str, float]] = []
     best: tuple[float, float, float | None] | None = None
     for period in period_grid:
-        features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False)
+        features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False,
+                                             normalize=normalize)
         kernel = features.kernel(Xs, Xs)
         errors = torch.zeros(len(penalties), dtype=torch.float64)
         for fold in range(int(folds)):
@@ -139,7 +146,8 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
             if best is None or float(errors[i]) < best[0]:
                 best = (float(errors[i]), float(penalty), period)
     cv_mse, penalty, period = best
-    features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False)
+    features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False,
+                                             normalize=normalize)
     eigenvalues, eigenvectors = _krr_spectral(features.kernel(Xs, Xs))
     shrink = eigenvalues / (eigenvalues + n * penalty)
     fitted = (eigenvectors @ (shrink * (eigenvectors.mH @ ys.to(eigenvectors.dtype)))).real
@@ -170,6 +178,10 @@ class QTKM(CPDModelBase):
         ``True`` (the paper's convention): the objective is ``‖y − f‖² + N·λ‖W‖²``; ``False``: ``+ λ‖W‖²``.
     quantized : bool
         Quantize features and weights (QTKM) or not (TKM; :class:`TKM` sets this).
+    normalize_features : bool
+        Fourier features: use ψ(x_d)/√M per input (default), so the spanned kernel has k(x, x) = 1 whatever D
+        is and one λ grid fits every data set; ``False`` gives the raw features (k(x, x) = M^D). Polynomial
+        features are not rescaled.
     noise_variance : float, optional
         σ² on the standardised target scale for the predictive variance. Default: estimated (see Notes).
     max_sweeps : int
@@ -212,7 +224,9 @@ class QTKM(CPDModelBase):
 
     **Hyper-parameters.** Missing λ (and P) are chosen as in the paper: 3-fold cross-validation of exact
     kernel ridge regression with the kernel the features span, on a subsample of ``hyper_max_points``,
-    over λ ∈ 10⁻⁵ … 10⁵ and P ∈ {1.25, 1.5, 2, 3, 5, 9, 17, 33, 65} (:func:`select_krr_hyperparameters`).
+    over P ∈ {1.25, 1.5, 2, 3, 5, 9, 17, 33, 65} and λ ∈ 10⁻¹⁴ … 10² (:func:`select_krr_hyperparameters`). The
+    paper's grid, λ ∈ 10⁻⁵ … 10⁵ (``PAPER_PENALTY_GRID``), was for raw features with k(x, x) = M^D; for the
+    normalised ones it would be divided by M^D, which moves with D.
 
     **Rank.** ``rank=None`` tries R = 10, 20, 40, 80 (QTKM) or 5, 10, 20, 40 (TKM; the same parameter
     budgets for M = 16) and keeps the first whose residual noise RSS/(N − dof) is within 10% of the exact
@@ -230,7 +244,8 @@ class QTKM(CPDModelBase):
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 16, feature_map: str = "fourier",
                  period: float | None = None, penalty: float | None = None, penalty_per_sample: bool = True,
-                 quantized: bool = True, noise_variance: float | None = None, max_sweeps: int = 20,
+                 quantized: bool = True, normalize_features: bool = True, noise_variance: float | None = None,
+                 max_sweeps: int = 20,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000, cv_folds: int = 3,
                  penalty_grid: Sequence[float] | None = None, period_grid: Sequence[float] | None = None,
                  chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
@@ -244,6 +259,7 @@ class QTKM(CPDModelBase):
         self.penalty = penalty
         self.penalty_per_sample = penalty_per_sample
         self.quantized = quantized
+        self.normalize_features = normalize_features
         self.noise_variance = noise_variance
         self.max_sweeps = max_sweeps
         self.tol = tol
@@ -293,7 +309,8 @@ class QTKM(CPDModelBase):
                 penalties = list(self.penalty_grid or DEFAULT_PENALTY_GRID)
             selection = select_krr_hyperparameters(X, y, num_basis=int(self.num_basis), feature_map=self.feature_map,
                                                    penalties=penalties, periods=periods, folds=int(self.cv_folds),
-                                                   max_points=int(self.hyper_max_points), seed=int(self.seed))
+                                                   max_points=int(self.hyper_max_points), seed=int(self.seed),
+                                                   normalize=bool(self.normalize_features))
             self.krr_selection_ = {"penalty": selection.penalty, "period": selection.period,
                                    "cv_mse": selection.cv_mse, "noise_variance": selection.noise_variance,
                                    "num_points": selection.num_points}
@@ -313,7 +330,7 @@ class QTKM(CPDModelBase):
 
     def _features(self) -> FourierPolynomialFeatures:
         return FourierPolynomialFeatures(int(self.n_dims_), int(self.num_basis), self.feature_map, self.period_,
-                                         quantized=bool(self.quantized))
+                                         quantized=bool(self.quantized), normalize=bool(self.normalize_features))
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self._validate_params()
@@ -345,7 +362,8 @@ class QTKM(CPDModelBase):
     def weight_tensor(self, dim: int = 0) -> torch.Tensor:
         """The dense coefficient vector of one input's features for D = 1 models (the recovered spectrum).
 
-        Contracts the K quantized cores into the length-M vector ``w`` with ``f(x) = Re(ψ(x)ᵀ w)`` in the
+        Contracts the K quantized cores into the length-M vector ``w`` with ``f(x) = Re(ψ(x)ᵀ w)/√M`` (``Re(ψ(x)ᵀ w)``
+        with ``normalize_features=False``) in the
         order of :func:`~tnbayes.basis.fourier_frequencies` (only defined for one input: for D > 1 the weights
         are a D-way tensor).
 
