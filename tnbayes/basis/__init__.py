@@ -47,6 +47,7 @@ from .quantized import (
     fourier_frequencies,
     kron_rows,
     polynomial_features,
+    quantized_factor,
     quantized_factor_sizes,
     quantized_factors,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "fourier_features",
     "fourier_frequencies",
     "polynomial_features",
+    "quantized_factor",
     "quantized_factor_sizes",
     "quantized_factors",
     "kron_rows",

@@ -36,6 +36,7 @@ from tnbayes.tensors.tt import prime_factors
 
 __all__ = [
     "FEATURE_KINDS",
+    "quantized_factor",
     "fourier_frequencies",
     "fourier_features",
     "polynomial_features",
@@ -155,27 +156,40 @@ def quantized_factors(x: torch.Tensor, num_basis: int, kind: str = "fourier", pe
         ``kron_rows(factors)`` equals :func:`fourier_features` / :func:`polynomial_features` exactly (up to
         rounding).
     """
+    return [quantized_factor(x, num_basis, index, kind, period)
+            for index in range(len(quantized_factor_sizes(num_basis)))]
+
+
+def quantized_factor(x: torch.Tensor, num_basis: int, index: int, kind: str = "fourier",
+                     period: float | None = None) -> torch.Tensor:
+    """Factor ``index`` (0 = digit 1, the fastest) of :func:`quantized_factors`, computed alone.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (n,)
+    num_basis : int
+    index : int
+        0 ≤ index < K.
+    kind : {"fourier", "polynomial"}
+    period : float
+        P, required for ``kind="fourier"``.
+
+    Returns
+    -------
+    torch.Tensor of shape (n, q_index)
+    """
     if kind not in FEATURE_KINDS:
         raise ValueError(f"kind must be one of {FEATURE_KINDS}; got {kind!r}.")
     sizes = quantized_factor_sizes(num_basis)
-    factors = []
-    stride = 1
-    if kind == "fourier":
-        if period is None:
-            raise ValueError("Fourier features need a period P.")
-        period = _check_period(period)
-        num_factors = len(sizes)
-        shift = num_basis // 2
-        unit = torch.ones((), dtype=x.dtype, device=x.device)
-        for q in sizes:
-            digits = torch.arange(q, dtype=x.dtype, device=x.device) * stride - shift / num_factors
-            factors.append(torch.polar(unit, (2 * math.pi / period) * x.unsqueeze(-1) * digits))
-            stride *= q
-    else:
-        for q in sizes:
-            factors.append(x.unsqueeze(-1) ** (torch.arange(q, dtype=x.dtype, device=x.device) * stride))
-            stride *= q
-    return factors
+    size, stride = sizes[index], math.prod(sizes[:index])
+    digits = torch.arange(size, dtype=x.dtype, device=x.device) * stride
+    if kind == "polynomial":
+        return x.unsqueeze(-1) ** digits
+    if period is None:
+        raise ValueError("Fourier features need a period P.")
+    period = _check_period(period)
+    phases = (2 * math.pi / period) * x.unsqueeze(-1) * (digits - (num_basis // 2) / len(sizes))
+    return torch.polar(torch.ones((), dtype=x.dtype, device=x.device), phases)
 
 
 def kron_rows(factors: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -20,10 +20,9 @@ from tnbayes.basis.quantized import (
     FEATURE_KINDS,
     check_in_period,
     fourier_features,
-    fourier_frequencies,
     polynomial_features,
+    quantized_factor,
     quantized_factor_sizes,
-    quantized_factors,
 )
 
 __all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures"]
@@ -177,7 +176,7 @@ class FourierPolynomialFeatures(TensorProductFeatures):
             values = (fourier_features(column, self.num_basis, self.period) if self.kind == "fourier"
                       else polynomial_features(column, self.num_basis))
         else:
-            values = quantized_factors(column, self.num_basis, self.kind, self.period)[factor]
+            values = quantized_factor(column, self.num_basis, factor, self.kind, self.period)
         if self.normalize:
             values = values / math.sqrt(values.shape[-1])
         return values.unsqueeze(0)
@@ -188,7 +187,7 @@ class FourierPolynomialFeatures(TensorProductFeatures):
 
     def kernel(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         """The kernel ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))`` these features span (the exact-KRR kernel;
-        divided by M^D when ``normalize``).
+        divided by M^D when ``normalize``), as the product of the per-mode kernels.
 
         Parameters
         ----------
@@ -200,22 +199,9 @@ class FourierPolynomialFeatures(TensorProductFeatures):
         torch.Tensor of shape (n1, n2)
             Complex Hermitian (for X1 = X2) for Fourier features; real for polynomials.
         """
+        # the kernel of a Kronecker-factored feature map is the product of its factors' kernels
         result = None
-        for d in range(self.num_dims):
-            if self.kind == "fourier":
-                delta = X1[:, d].unsqueeze(1) - X2[:, d].unsqueeze(0)
-                factor = torch.zeros(delta.shape, dtype=torch.complex128 if X1.dtype == torch.float64
-                                     else torch.complex64, device=X1.device)
-                for k in fourier_frequencies(self.num_basis).tolist():
-                    factor += torch.polar(torch.ones_like(delta), (2 * math.pi * k / self.period) * delta)
-            else:
-                product = X1[:, d].unsqueeze(1) * X2[:, d].unsqueeze(0)
-                factor = torch.zeros_like(product)
-                power = torch.ones_like(product)
-                for _ in range(self.num_basis):
-                    factor += power
-                    power = power * product
-            if self.normalize:
-                factor = factor / self.num_basis
+        for mode in range(self.num_modes):
+            factor = self.mode_features(X1, mode)[0] @ self.mode_features(X2, mode)[0].conj().T
             result = factor if result is None else result * factor
         return result

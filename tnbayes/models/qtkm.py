@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from tnbayes._validation import ArrayLike
-from tnbayes.basis.quantized import FEATURE_KINDS
+from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows
 from tnbayes.inference import FourierPolynomialFeatures
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
@@ -374,12 +374,8 @@ class QTKM(CPDModelBase):
         self._check_fitted("weight_tensor")
         if int(self.n_dims_) != 1:
             raise ValueError(f"weight_tensor needs a model with one input; this one has {self.n_dims_}.")
-        cores = self._factor_list()
-        # Σ_r Π_m core_m[b_m, r] with digit 1 (core 0) varying fastest
-        result = cores[0]
-        for core in cores[1:]:
-            result = (core.unsqueeze(1) * result.unsqueeze(0)).reshape(-1, core.shape[1])
-        return result.sum(-1)
+        # Σ_r Π_m core_m[b_m, r] with digit 1 (core 0) varying fastest: kron_rows over the R columns
+        return kron_rows([core.T for core in self._factor_list()]).sum(0)
 
     # ------------------------------------------------------------------ prediction
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
