@@ -16,6 +16,7 @@ ENTRIES = {
     "tkrr_table1": "benchmarks.tkrr_table1",
     "qtkm_uci": "benchmarks.qtkm_uci",
     "qtkm_spectrum": "benchmarks.qtkm_spectrum",
+    "qtkm_airline": "benchmarks.qtkm_airline",
     "tnkf_sinc": "benchmarks.tnkf_sinc",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",

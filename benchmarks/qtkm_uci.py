@@ -14,6 +14,7 @@ coverage of the Laplace predictive (``uncertainty="all_cores"``).
 
     python -m benchmarks qtkm_uci                      # all five sets (about 40 minutes on 2 cores)
     python -m benchmarks qtkm_uci --only yacht --splits 2
+    python -m benchmarks qtkm_uci --resume benchmarks/results/qtkm_uci/runs.csv   # continue an interrupted run
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ def _split(name: str, k: int):
     return X[train], y[train], X[test], y[test]
 
 
-def _run(name: str, splits: int) -> list[dict]:
+def _run(name: str, splits: int, done: list[dict], on_split) -> list[dict]:
     rows = []
     for k in range(splits):
+        previous = [r for r in done if r["dataset"] == name and int(r["split"]) == k]
+        if previous:  # resumed from an earlier (interrupted) run of this same script
+            rows.extend(previous)
+            continue
         Xtr, ytr, Xte, yte = _split(name, k)
         # test inputs outside the training range are allowed up to P/2 (checked by the model)
         scale = float(np.std(ytr))
@@ -71,7 +76,27 @@ def _run(name: str, splits: int) -> list[dict]:
                              "penalty": model.penalty_, "period": model.period_, "seconds": seconds})
             print(f"{name} split {k} R_TKM {tkm_rank}: TKM {rows[-2]['mse']:.4f} QTKM {rows[-1]['mse']:.4f} "
                   f"(λ {shared['penalty']:g}, P {shared['period']:g})", flush=True)
+        on_split(rows)
     return rows
+
+
+_NUMERIC = ("split", "rank", "parameters", "mse", "nlpd", "coverage_95", "penalty", "period", "seconds")
+
+
+def _read_rows(path) -> list[dict]:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        for key in _NUMERIC:
+            row[key] = int(row[key]) if key in ("split", "rank", "parameters") else float(row[key])
+    return rows
+
+
+def _write_rows(rows: list[dict], path) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _summary(rows: list[dict]) -> list[str]:
@@ -131,15 +156,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks qtkm_uci")
     parser.add_argument("--only", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--resume", default=None,
+                        help="runs.csv of an interrupted run of this script (same code); its splits are not re-fitted")
     args = parser.parse_args(argv)
-    rows = [row for name in args.only for row in _run(name, args.splits)]
     name = "qtkm_uci" if args.splits == 10 and list(args.only) == list(DATASETS) else "qtkm_uci_partial"
     folder = output_path(name, "")
     folder.mkdir(exist_ok=True)
-    with open(folder / "runs.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    done = _read_rows(args.resume) if args.resume else []
+    finished: list[dict] = []
+
+    def checkpoint(current: list[dict]) -> None:
+        _write_rows(finished + current, folder / "runs.csv")
+
+    rows = []
+    for dataset in args.only:
+        rows.extend(_run(dataset, args.splits, done, checkpoint))
+        finished = list(rows)
+    _write_rows(rows, folder / "runs.csv")
     protocol = "see the module docstring of benchmarks/qtkm_uci.py; per-split rows in results/" + name + "/runs.csv"
     text = header("QTKM vs TKM at equal parameter counts (UCI)", protocol) + "\n".join(_summary(rows)) + \
         f"\n\nFigure (test MSE against the number of parameters): {name}.png\n"

@@ -363,3 +363,73 @@ def test_estimated_lengthscale_below_basis_resolution_is_raised():
     c = model.box_half_width_ / model.data_half_range_
     shortest = LENGTHSCALE_RESOLUTION * c * model.data_half_range_ / model.num_basis_
     assert bool((model.lengthscale_ >= shortest - 1e-12).all())
+
+
+class _GroupedFourier(_FourierFeatures):
+    def mode_inputs(self):
+        return list(range(len(self.mode_sizes)))
+
+
+def _discrete_data(n, d, levels, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.stack([rng.integers(0, lv, n) / lv - 0.5 for lv in levels[:d]], axis=1)
+    y = np.sin(3 * X).sum(1) + 0.1 * rng.standard_normal(n)
+    return torch.tensor(X), torch.tensor(y)
+
+
+@pytest.mark.parametrize("kind", ["hilbert", "quantized", "tkm", "mixture"])
+def test_grouped_normal_equations_equal_per_row_accumulation(kind):
+    """Accumulating per distinct input value is exact: every core's system equals the per-row one."""
+    from tnbayes.inference import FourierPolynomialFeatures
+
+    levels = [5, 12, 400]  # the last column is (nearly) continuous: left ungrouped under "auto"
+    X, y = _discrete_data(600, 3, levels)
+    weights = None
+    if kind == "hilbert":
+        feats = BasisFeatures(HilbertBasis(8, L=[1.2] * 3), lengthscale=0.4)
+    elif kind == "quantized":
+        feats = FourierPolynomialFeatures(3, 8, period=2.0, quantized=True)
+    elif kind == "tkm":
+        feats = FourierPolynomialFeatures(3, 8, period=2.0, quantized=False)
+    else:
+        feats, weights = _GroupedFourier(3, 6, (3.0, 5.0)), (0.7, -0.4)
+    per_row = CPDALS(feats, X, y, 3, 0.1, component_weights=weights, seed=1, group_inputs=False)
+    grouped = CPDALS(feats, X, y, 3, 0.1, component_weights=weights, seed=1, group_inputs="auto")
+    assert per_row.grouped_modes == []
+    assert 0 < len(grouped.grouped_modes) < feats.num_modes  # the 400-level column stays per row
+    for mode in range(feats.num_modes):
+        a, b = per_row.normal_equations(mode), grouped.normal_equations(mode)
+        scale = float(a.gram.abs().max())
+        assert float((a.gram - b.gram).abs().max()) < 1e-12 * scale
+        assert float((a.rhs - b.rhs).abs().max()) < 1e-12 * max(1.0, float(a.rhs.abs().max()))
+    per_row.run(4, tol=0.0)
+    grouped.run(4, tol=0.0)
+    for fa, fb in zip(per_row.factors, grouped.factors):
+        torch.testing.assert_close(fa, fb, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(per_row.sweep_objectives, grouped.sweep_objectives, rtol=1e-10)
+
+
+def test_group_inputs_is_validated():
+    X, y = _discrete_data(50, 2, [3, 4])
+    feats = BasisFeatures(HilbertBasis(4, L=[1.2] * 2), lengthscale=0.4)
+    with pytest.raises(ValueError, match="group_inputs"):
+        CPDALS(feats, X, y, 2, 0.1, group_inputs="yes")
+    assert CPDALS(feats, X, y, 2, 0.1, group_inputs=True).grouped_modes == [0, 1]
+
+
+def test_summed_core_variances_equal_per_core_design_solves():
+    from tnbayes.inference import FourierPolynomialFeatures, design_matrix, summed_core_variances
+
+    X, y = _discrete_data(300, 3, [5, 12, 400])
+    feats = FourierPolynomialFeatures(3, 8, period=2.0, quantized=True)
+    engine = CPDALS(feats, X, y, 3, 0.1, seed=0)
+    engine.run(2, tol=0.0)
+    modes, chols, expected = [0, 4, 8], [], torch.zeros(50, dtype=torch.float64)
+    for mode in modes:
+        system = engine.normal_equations(mode)
+        _, chol, _ = solve_spd(system.gram + 0.1 * system.penalty, system.rhs)
+        chols.append(chol)
+        design = design_matrix(feats, engine.factors, X[:50], mode)
+        expected += torch.linalg.solve_triangular(chol, design.mH, upper=False).abs().square().sum(0)
+    got = summed_core_variances(feats, engine.factors, modes, chols, X[:50], chunk_size=17)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-14)

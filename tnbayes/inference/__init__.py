@@ -12,7 +12,7 @@ from .als import (
 )
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .features import BasisFeatures, FourierPolynomialFeatures, TensorProductFeatures
-from .laplace import conditional_core_variance
+from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [
     "CPDALS",
@@ -26,6 +26,7 @@ __all__ = [
     "FourierPolynomialFeatures",
     "TensorProductFeatures",
     "conditional_core_variance",
+    "summed_core_variances",
     "cpd_predict",
     "design_matrix",
     "mode_projections",

@@ -15,6 +15,13 @@ memory is O((M R)²) plus one chunk; the per-mode projections ``φ_k W_k`` (K·P
 when they fit in ``memory_budget`` and recomputed per chunk otherwise. Nothing is ever divided out of a
 cached product (T-KRR's code does that; entries near zero make it unstable).
 
+When a mode's features read a single input column that takes few distinct values (``features.mode_inputs()``;
+airline's months, weekdays and minutes), its normal equations are accumulated per distinct value instead
+of per row: with ``g_n = w_u ⊙ c_n`` split into the part from modes on the same column (a function of the
+value u) and the rest, ``AᴴA = Σ_u (φ̄(u) φ(u)ᵀ) ⊗ ((w̄_u w_uᵀ) ∘ C_u)`` with ``C_u = Σ_{n: x_n = u} c̄_n c_nᵀ``.
+``C`` depends only on the cores of *other* columns, so it is built once per column per sweep (O(N R²)) and
+every core on that column (the K quantized factors of one input) is then updated in O(U M² R²), exact.
+
 The objective is evaluated from the normal equations, ``yᴴy − 2 Re(bᴴv) + vᴴGv + λ vᴴPv``, so tracking it
 costs no extra pass over the data.
 """
@@ -44,6 +51,18 @@ __all__ = [
 ]
 
 REGULARIZERS = ("full", "diagonal")
+GROUPING_MODES = ("auto", True, False)
+
+
+@dataclass
+class _InputGroup:
+    """The distinct values of one input column and the modes that read it (see the module docstring)."""
+
+    column: int
+    modes: list[int]
+    inverse: torch.Tensor  # (N,) index of each row's value
+    order: torch.Tensor  # (N,) rows sorted by value
+    representatives: torch.Tensor  # (U, D) one training row per distinct value
 
 
 @dataclass
@@ -222,6 +241,10 @@ class CPDALS:
         Initial cores (default: seeded standard-normal cores scaled to unit norm).
     seed : int
         Seed of the initial cores.
+    group_inputs : {"auto", True, False}
+        Accumulate the normal equations of a core per distinct value of its input column (exact; see the
+        module docstring). ``"auto"`` (default) does so for columns with few distinct values where it is
+        cheaper, ``True`` wherever the memory allows, ``False`` never.
 
     Attributes
     ----------
@@ -238,7 +261,10 @@ class CPDALS:
     def __init__(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
                  penalty: float, *, regularizer: str = "full", component_weights: Sequence[float] | None = None,
                  normalize_cores: bool = True, chunk_size: int | None = None, memory_budget: int | None = None,
-                 factors: Sequence[torch.Tensor] | None = None, seed: int = 0) -> None:
+                 factors: Sequence[torch.Tensor] | None = None, seed: int = 0,
+                 group_inputs: bool | str = "auto") -> None:
+        if not any(group_inputs is m or (isinstance(m, str) and group_inputs == m) for m in GROUPING_MODES):
+            raise ValueError(f"group_inputs must be 'auto', True or False; got {group_inputs!r}.")
         if regularizer not in REGULARIZERS:
             raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {regularizer!r}.")
         if isinstance(rank, bool) or int(rank) != rank or rank < 1:
@@ -272,8 +298,13 @@ class CPDALS:
         self.chunk_size = int(chunk_size)
         if memory_budget is None:
             memory_budget = available_memory_bytes(self.device) // 4
+        self._groups = self._input_groups(group_inputs, itemsize, memory_budget)
+        self._group_of_mode = {k: group for group in self._groups.values() for k in group.modes}
+        self._cross: tuple[int, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor] | None = None
         cache_bytes = features.num_modes * num_components * X.shape[0] * self.rank * itemsize
-        self.caches_projections = cache_bytes <= memory_budget
+        # the projection cache only serves the per-row accumulation
+        self.caches_projections = (cache_bytes <= memory_budget
+                                   and len(self._group_of_mode) < features.num_modes)
 
         if factors is None:
             generator = torch.Generator().manual_seed(int(seed))
@@ -303,6 +334,33 @@ class CPDALS:
                 f"equations but only {available / 2**30:.1f} GiB are free. Lower the rank or the number of "
                 f"basis functions per dimension (or use a quantized model, whose cores have 2·R unknowns)."
             )
+
+    def _input_groups(self, how: bool | str, itemsize: int, memory_budget: int) -> dict[int, _InputGroup]:
+        columns = self.features.mode_inputs() if how is not False else None
+        if columns is None:
+            return {}
+        n, P, R = self.X.shape[0], self.features.num_components, self.rank
+        groups = {}
+        for column in sorted(set(columns)):
+            modes = [k for k, c in enumerate(columns) if c == column]
+            values, inverse = torch.unique(self.X[:, column], return_inverse=True)
+            U = values.numel()
+            if U * P * P * R * R * itemsize > memory_budget // 2:
+                continue
+            size = max(self.features.mode_sizes[k] for k in modes)
+            # per core update: U P² M² R² (assembly) + N P² R² per column (C, shared by its cores), against N M² R²
+            if how == "auto" and U * P * P * size * size + n * P * P / len(modes) > 0.5 * n * size * size:
+                continue
+            first = torch.full((U,), n, dtype=torch.long, device=self.device).scatter_reduce_(
+                0, inverse, torch.arange(n, device=self.device), reduce="amin")
+            order = torch.argsort(inverse, stable=True)
+            groups[column] = _InputGroup(column, modes, inverse, order, self.X[first])
+        return groups
+
+    @property
+    def grouped_modes(self) -> list[int]:
+        """Cores whose normal equations are accumulated per distinct input value."""
+        return sorted(self._group_of_mode)
 
     def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
         """Set the mixture coefficients c (P,) — FL updates these between sweeps."""
@@ -336,7 +394,10 @@ class CPDALS:
                              projections=self._projections_for(rows, X), dtype=self.dtype)
 
     def normal_equations(self, mode: int) -> CoreSystem:
-        """AᴴA, Aᴴy and the penalty matrix of core ``mode``, accumulated over row chunks."""
+        """AᴴA, Aᴴy and the penalty matrix of core ``mode``, accumulated over row chunks (or distinct input
+        values, see the module docstring)."""
+        if mode in self._group_of_mode:
+            return self._grouped_normal_equations(mode)
         width = self.features.mode_sizes[mode] * self.rank
         gram = torch.zeros(width, width, dtype=self.dtype, device=self.device)
         rhs = torch.zeros(width, dtype=self.dtype, device=self.device)
@@ -345,6 +406,76 @@ class CPDALS:
             gram.addmm_(design.mH, design)
             rhs.addmv_(design.mH, self.y[rows].to(self.dtype))
         gram = 0.5 * (gram + gram.mH)  # exact Hermitian symmetry for the Cholesky factorisation
+        return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
+
+    def _value_projections(self, group: _InputGroup, mode: int) -> torch.Tensor:
+        """``φ^p_k(u) W_k`` at the distinct values of the mode's column → (P, U, R)."""
+        return self.features.mode_features(group.representatives, mode).to(self.dtype) @ self.factors[mode]
+
+    def _cross_statistics(self, group: _InputGroup) -> tuple[torch.Tensor, torch.Tensor]:
+        """``C_u[p, q] = Σ_{n∈u} c̄^p_n (c^q_n)ᵀ`` → (U, P, P, R, R) and ``t_u[p] = Σ_{n∈u} c̄^p_n y_n`` → (U, P, R),
+        with c^p_n the product of the projections of every core *not* on the group's column (cached while those
+        cores are unchanged)."""
+        others = tuple(self.factors[k] for k in range(self.features.num_modes) if k not in group.modes)
+        if (self._cross is not None and self._cross[0] == group.column
+                and all(a is b for a, b in zip(self._cross[1], others))):
+            return self._cross[2], self._cross[3]
+        self._cross = None  # free the previous column's statistics first
+        P, R, U = self.features.num_components, self.rank, group.representatives.shape[0]
+        tables = []  # per other grouped column: (P, U_c, R) product of its cores at its distinct values
+        direct = []  # other modes on ungrouped columns: projections per row
+        for other in self._groups.values():
+            if other.column == group.column:
+                continue
+            table = torch.ones(P, other.representatives.shape[0], self.rank, dtype=self.dtype, device=self.device)
+            for k in other.modes:
+                table = table * self._value_projections(other, k)
+            tables.append((other.inverse, table))
+        for k in range(self.features.num_modes):
+            if k not in group.modes and k not in self._group_of_mode:
+                direct.append(k)
+        width = P * R
+        cross = torch.zeros(U, width, width, dtype=self.dtype, device=self.device)
+        target = torch.zeros(U, width, dtype=self.dtype, device=self.device)
+        n = self.X.shape[0]
+        # rows sorted by the column's value, so each distinct value is a contiguous segment: C_u = B_uᴴ B_u by GEMM
+        for start in range(0, n, self.chunk_size):
+            rows = group.order[start:start + self.chunk_size]
+            product = torch.ones(P, len(rows), R, dtype=self.dtype, device=self.device)
+            for inverse, table in tables:
+                product = product * table[:, inverse[rows]]
+            for k in direct:
+                product = product * (self.features.mode_features(self.X[rows], k).to(self.dtype) @ self.factors[k])
+            block = product.transpose(0, 1).reshape(len(rows), width)  # row n: vec(c^p_n) over (p, r)
+            values, counts = torch.unique_consecutive(group.inverse[rows], return_counts=True)
+            weighted = block.conj() * self.y[rows].to(self.dtype).unsqueeze(-1)
+            target.index_add_(0, values, torch.stack([part.sum(0) for part in weighted.split(counts.tolist())]))
+            for value, part in zip(values.tolist(), block.split(counts.tolist())):
+                cross[value].addmm_(part.mH, part)
+        cross = cross.reshape(U, P, R, P, R).permute(0, 1, 3, 2, 4)
+        target = target.reshape(U, P, R)
+        self._cross = (group.column, others, cross, target)
+        return cross, target
+
+    def _grouped_normal_equations(self, mode: int) -> CoreSystem:
+        group = self._group_of_mode[mode]
+        cross, target = self._cross_statistics(group)
+        P, R, U = self.features.num_components, self.rank, group.representatives.shape[0]
+        M = self.features.mode_sizes[mode]
+        within = torch.ones(P, U, R, dtype=self.dtype, device=self.device)
+        for k in group.modes:
+            if k != mode:
+                within = within * self._value_projections(group, k)
+        weights = self.component_weights.to(self.dtype)
+        within = within * weights.view(-1, 1, 1)  # c_p folded into the same-column part
+        phi = self.features.mode_features(group.representatives, mode).to(self.dtype)  # (P, U, M)
+        # S_u[p, q] = (w̄^p_u w^qᵀ_u) ∘ C_u[p, q];  AᴴA[(m, r), (m', s)] = Σ_{u, p, q} φ̄^p_m(u) φ^q_m'(u) S_u[p, q, r, s]
+        scaled = within.conj().permute(1, 0, 2)[:, :, None, :, None] * within.permute(1, 0, 2)[:, None, :, None, :] * cross
+        outer_phi = phi.conj().permute(1, 0, 2)[:, :, None, :, None] * phi.permute(1, 0, 2)[:, None, :, None, :]
+        gram = (outer_phi.reshape(U * P * P, M * M).transpose(0, 1) @ scaled.reshape(U * P * P, R * R))
+        gram = gram.reshape(M, M, R, R).permute(0, 2, 1, 3).reshape(M * R, M * R)
+        rhs = torch.einsum("pum,upr->mr", phi.conj(), within.conj().permute(1, 0, 2) * target).reshape(-1)
+        gram = 0.5 * (gram + gram.mH)
         return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
 
     def penalty_matrix(self, mode: int) -> torch.Tensor:

@@ -64,6 +64,18 @@ class TensorProductFeatures:
     def check_inputs(self, X: torch.Tensor) -> None:
         """Raise ``ValueError`` for inputs the feature map cannot represent (default: accept all)."""
 
+    def mode_inputs(self) -> list[int] | None:
+        """The input column each mode's features depend on, or ``None`` when some mode reads several columns.
+
+        The ALS engine uses this to accumulate normal equations per distinct input value (exact, and much
+        cheaper when columns take few values, as in airline's months, weekdays or minutes).
+
+        Returns
+        -------
+        list of K ints, or None
+        """
+        return None
+
 
 class BasisFeatures(TensorProductFeatures):
     """One mode per input dimension from a 1-D basis with kernel weights (T-KRR's features).
@@ -117,6 +129,9 @@ class BasisFeatures(TensorProductFeatures):
 
     def check_inputs(self, X: torch.Tensor) -> None:
         self.basis.check_domain(X)
+
+    def mode_inputs(self) -> list[int]:
+        return list(range(self.basis.num_dims))
 
 
 class FourierPolynomialFeatures(TensorProductFeatures):
@@ -184,6 +199,9 @@ class FourierPolynomialFeatures(TensorProductFeatures):
     def check_inputs(self, X: torch.Tensor) -> None:
         if self.kind == "fourier":
             check_in_period(X, self.period)
+
+    def mode_inputs(self) -> list[int]:
+        return [mode // len(self.factor_sizes) for mode in range(self.num_modes)]
 
     def kernel(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         """The kernel ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))`` these features span (the exact-KRR kernel;

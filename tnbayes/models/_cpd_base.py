@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.inference import CPDALS, TensorProductFeatures, conditional_core_variance, cpd_predict, solve_spd
+from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, solve_spd, summed_core_variances
 from tnbayes.inference.als import design_matrix
 from tnbayes.models.base import BaseModel
 
@@ -146,11 +146,9 @@ class CPDModelBase(BaseModel):
                 whitened = torch.linalg.solve_triangular(self._cholesky(index, mode), design.mH, upper=False)
                 cov = cov + noise * (whitened.mH @ whitened).real
             return mean, cov
-        variance = torch.zeros_like(mean)
-        for index, mode in enumerate(self.laplace_modes_):
-            variance = variance + noise * conditional_core_variance(self.features_, factors, mode,
-                                                                    self._cholesky(index, mode), X)
-        return mean, variance
+        choleskys = [self._cholesky(index, mode) for index, mode in enumerate(self.laplace_modes_)]
+        variance = noise * summed_core_variances(self.features_, factors, self.laplace_modes_, choleskys, X)
+        return mean, variance.to(mean.dtype)
 
     @property
     def num_parameters(self) -> int:
