@@ -14,6 +14,7 @@ MODEL_FACTORIES = {
     "qtkm": lambda: tnbayes.QTKM(rank=3, max_sweeps=3, hyper_max_points=40),
     "tkm": lambda: tnbayes.TKM(rank=2, max_sweeps=3, hyper_max_points=40),
     "tnkf": lambda: tnbayes.TNKF(hyper_max_points=40),
+    "fl": lambda: tnbayes.FeatureLearningKM(rank=3, num_basis=4, epochs=3),
 }
 
 

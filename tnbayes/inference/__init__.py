@@ -11,7 +11,7 @@ from .als import (
     solve_spd,
 )
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
-from .features import BasisFeatures, FourierPolynomialFeatures, TensorProductFeatures
+from .features import BasisFeatures, FourierPolynomialFeatures, PeriodMixtureFeatures, TensorProductFeatures
 from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "REGULARIZERS",
     "BasisFeatures",
     "FourierPolynomialFeatures",
+    "PeriodMixtureFeatures",
     "TensorProductFeatures",
     "conditional_core_variance",
     "summed_core_variances",

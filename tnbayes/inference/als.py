@@ -363,11 +363,29 @@ class CPDALS:
         return sorted(self._group_of_mode)
 
     def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
-        """Set the mixture coefficients c (P,) — FL updates these between sweeps."""
+        """Set the mixture coefficients c (P,) — FL updates these between sweeps.
+
+        Components whose coefficient is exactly zero are skipped in every core update when the feature map can
+        be restricted (it has a ``components(indices)`` method), as FL's paper does for λ_p = 0.
+        """
         weights = torch.as_tensor(weights, dtype=self.real_dtype, device=self.device).reshape(-1)
         if weights.numel() != self.features.num_components:
             raise ValueError(f"expected {self.features.num_components} component weights; got {weights.numel()}.")
+        if not bool(torch.isfinite(weights).all()):
+            raise ValueError("component weights must be finite.")
         self.component_weights = weights
+        support = tuple(int(i) for i in torch.nonzero(weights).reshape(-1))
+        full = tuple(range(weights.numel()))
+        if len(support) in (0, len(full)) or not hasattr(self.features, "components"):
+            support = full
+        previous = getattr(self, "active_components", None)
+        self.active_components = support
+        self.active_features = self.features if support == full else self.features.components(support)
+        self.active_weights = weights[list(support)]
+        if previous is not None and previous != support:
+            self._cross = None
+            if getattr(self, "_projections", None) is not None:
+                self._projections = self._all_projections()
 
     def _chunks(self, n: int | None = None) -> Iterator[slice]:
         n = self.X.shape[0] if n is None else n
@@ -377,10 +395,10 @@ class CPDALS:
     def _projections_for(self, rows: slice, X: torch.Tensor) -> torch.Tensor:
         if self._projections is not None and X is self.X:
             return self._projections[:, :, rows]
-        return mode_projections(self.features, self.factors, X[rows], dtype=self.dtype)
+        return mode_projections(self.active_features, self.factors, X[rows], dtype=self.dtype)
 
     def _all_projections(self) -> torch.Tensor:
-        return torch.cat([mode_projections(self.features, self.factors, self.X[rows], dtype=self.dtype)
+        return torch.cat([mode_projections(self.active_features, self.factors, self.X[rows], dtype=self.dtype)
                           for rows in self._chunks()], dim=2)
 
     # ------------------------------------------------------------------ the pieces of one core update
@@ -390,7 +408,7 @@ class CPDALS:
         ``rows`` selects rows of ``X`` (default all — mind the memory for large inputs).
         """
         rows = slice(0, X.shape[0]) if rows is None else rows
-        return design_matrix(self.features, self.factors, X[rows], mode, self.component_weights,
+        return design_matrix(self.active_features, self.factors, X[rows], mode, self.active_weights,
                              projections=self._projections_for(rows, X), dtype=self.dtype)
 
     def normal_equations(self, mode: int) -> CoreSystem:
@@ -410,18 +428,19 @@ class CPDALS:
 
     def _value_projections(self, group: _InputGroup, mode: int) -> torch.Tensor:
         """``φ^p_k(u) W_k`` at the distinct values of the mode's column → (P, U, R)."""
-        return self.features.mode_features(group.representatives, mode).to(self.dtype) @ self.factors[mode]
+        return self.active_features.mode_features(group.representatives, mode).to(self.dtype) @ self.factors[mode]
 
     def _cross_statistics(self, group: _InputGroup) -> tuple[torch.Tensor, torch.Tensor]:
         """``C_u[p, q] = Σ_{n∈u} c̄^p_n (c^q_n)ᵀ`` → (U, P, P, R, R) and ``t_u[p] = Σ_{n∈u} c̄^p_n y_n`` → (U, P, R),
         with c^p_n the product of the projections of every core *not* on the group's column (cached while those
         cores are unchanged)."""
         others = tuple(self.factors[k] for k in range(self.features.num_modes) if k not in group.modes)
-        if (self._cross is not None and self._cross[0] == group.column
+        others = others + (self.active_components,)
+        if (self._cross is not None and self._cross[0] == group.column and len(self._cross[1]) == len(others)
                 and all(a is b for a, b in zip(self._cross[1], others))):
             return self._cross[2], self._cross[3]
         self._cross = None  # free the previous column's statistics first
-        P, R, U = self.features.num_components, self.rank, group.representatives.shape[0]
+        P, R, U = self.active_features.num_components, self.rank, group.representatives.shape[0]
         tables = []  # per other grouped column: (P, U_c, R) product of its cores at its distinct values
         direct = []  # other modes on ungrouped columns: projections per row
         for other in self._groups.values():
@@ -445,7 +464,8 @@ class CPDALS:
             for inverse, table in tables:
                 product = product * table[:, inverse[rows]]
             for k in direct:
-                product = product * (self.features.mode_features(self.X[rows], k).to(self.dtype) @ self.factors[k])
+                product = product * (self.active_features.mode_features(self.X[rows], k).to(self.dtype)
+                                     @ self.factors[k])
             block = product.transpose(0, 1).reshape(len(rows), width)  # row n: vec(c^p_n) over (p, r)
             values, counts = torch.unique_consecutive(group.inverse[rows], return_counts=True)
             weighted = block.conj() * self.y[rows].to(self.dtype).unsqueeze(-1)
@@ -460,15 +480,15 @@ class CPDALS:
     def _grouped_normal_equations(self, mode: int) -> CoreSystem:
         group = self._group_of_mode[mode]
         cross, target = self._cross_statistics(group)
-        P, R, U = self.features.num_components, self.rank, group.representatives.shape[0]
+        P, R, U = self.active_features.num_components, self.rank, group.representatives.shape[0]
         M = self.features.mode_sizes[mode]
         within = torch.ones(P, U, R, dtype=self.dtype, device=self.device)
         for k in group.modes:
             if k != mode:
                 within = within * self._value_projections(group, k)
-        weights = self.component_weights.to(self.dtype)
+        weights = self.active_weights.to(self.dtype)
         within = within * weights.view(-1, 1, 1)  # c_p folded into the same-column part
-        phi = self.features.mode_features(group.representatives, mode).to(self.dtype)  # (P, U, M)
+        phi = self.active_features.mode_features(group.representatives, mode).to(self.dtype)  # (P, U, M)
         # S_u[p, q] = (w̄^p_u w^qᵀ_u) ∘ C_u[p, q];  AᴴA[(m, r), (m', s)] = Σ_{u, p, q} φ̄^p_m(u) φ^q_m'(u) S_u[p, q, r, s]
         scaled = within.conj().permute(1, 0, 2)[:, :, None, :, None] * within.permute(1, 0, 2)[:, None, :, None, :] * cross
         outer_phi = phi.conj().permute(1, 0, 2)[:, :, None, :, None] * phi.permute(1, 0, 2)[:, None, :, None, :]
@@ -518,7 +538,7 @@ class CPDALS:
         if self._projections is None:
             return
         for rows in self._chunks():
-            features = self.features.mode_features(self.X[rows], mode).to(self.dtype)
+            features = self.active_features.mode_features(self.X[rows], mode).to(self.dtype)
             self._projections[mode, :, rows] = features @ self.factors[mode]
 
     def _move_column_norms(self, source: int, target: int) -> None:
@@ -598,12 +618,20 @@ class CPDALS:
 
     def predict_rows(self, X: torch.Tensor, rows: slice) -> torch.Tensor:
         """f(X[rows]) (complex for complex features) → shape (n,)."""
-        return self.component_predictions(X, rows) @ self.component_weights.to(self.dtype)
+        active = self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)  # (n, P_active)
+        return active @ self.active_weights.to(self.dtype)
 
     def component_predictions(self, X: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
-        """Per-component predictions ⟨W, Φ^p(x)⟩ (without c_p) → shape (n, P)."""
+        """Per-component predictions ⟨W, Φ^p(x)⟩ (without c_p) of *every* component, skipped ones included
+        → shape (n, P)."""
         rows = slice(0, X.shape[0]) if rows is None else rows
-        return self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)
+        if len(self.active_components) == self.features.num_components:
+            return self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)
+        out = []
+        for start in range(rows.start or 0, rows.stop, self.chunk_size):
+            part = X[start:min(rows.stop, start + self.chunk_size)]
+            out.append(mode_projections(self.features, self.factors, part, dtype=self.dtype).prod(0).sum(-1).T)
+        return torch.cat(out)
 
     def predict(self, X: torch.Tensor) -> torch.Tensor:
         """f(X) in chunks → shape (N',), complex for complex features."""

@@ -25,7 +25,7 @@ from tnbayes.basis.quantized import (
     quantized_factor_sizes,
 )
 
-__all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures"]
+__all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures"]
 
 
 class TensorProductFeatures:
@@ -223,3 +223,67 @@ class FourierPolynomialFeatures(TensorProductFeatures):
             factor = self.mode_features(X1, mode)[0] @ self.mode_features(X2, mode)[0].conj().T
             result = factor if result is None else result * factor
         return result
+
+
+class PeriodMixtureFeatures(TensorProductFeatures):
+    """P families of (quantized) Fourier features with periods θ_1 … θ_P: FL's feature map ``Σ_p λ_p Φ_θp(x)``.
+
+    Every family has the same modes as :class:`FourierPolynomialFeatures` (``kind="fourier"``); the engine
+    combines them with the mixture weights λ (its ``component_weights``).
+
+    Parameters
+    ----------
+    num_dims : int
+        D.
+    num_basis : int
+        M per input dimension (quantized into its prime factors when ``quantized``).
+    periods : sequence of float
+        θ_p, one per family (P ≥ 1).
+    quantized : bool
+    normalize : bool
+        Divide each mode's features by the square root of its size (k(x, x) = 1 per family). FL's paper uses
+        the raw features (default ``False``).
+
+    Attributes
+    ----------
+    families : list of FourierPolynomialFeatures
+        One feature map per period.
+    """
+
+    def __init__(self, num_dims: int, num_basis: int, periods: Sequence[float], quantized: bool = True,
+                 normalize: bool = False) -> None:
+        periods = [float(p) for p in periods]
+        if not periods:
+            raise ValueError("periods must hold at least one period.")
+        self.periods = periods
+        self.num_dims, self.num_basis = int(num_dims), int(num_basis)
+        self.quantized, self.normalize = bool(quantized), bool(normalize)
+        self.families = [FourierPolynomialFeatures(num_dims, num_basis, "fourier", p, quantized=quantized,
+                                                   normalize=normalize) for p in periods]
+        self.mode_sizes = list(self.families[0].mode_sizes)
+        self.num_components = len(periods)
+        self.is_complex = True
+
+    def mode_features(self, X: torch.Tensor, mode: int) -> torch.Tensor:
+        return torch.cat([family.mode_features(X, mode) for family in self.families])
+
+    def check_inputs(self, X: torch.Tensor) -> None:
+        check_in_period(X, min(self.periods))
+
+    def mode_inputs(self) -> list[int]:
+        return self.families[0].mode_inputs()
+
+    def components(self, indices: Sequence[int]) -> "PeriodMixtureFeatures":
+        """The mixture restricted to some families (the engine skips families whose weight is zero).
+
+        Parameters
+        ----------
+        indices : sequence of int
+            Which families to keep, in order.
+
+        Returns
+        -------
+        PeriodMixtureFeatures
+        """
+        return PeriodMixtureFeatures(self.num_dims, self.num_basis, [self.periods[i] for i in indices],
+                                     quantized=self.quantized, normalize=self.normalize)

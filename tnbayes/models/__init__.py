@@ -3,6 +3,7 @@
 from tnbayes.models.base import BaseModel, NotFittedError, load_model
 from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
 from tnbayes.models.exact_gp import ExactGP
+from tnbayes.models.fl import FeatureLearningKM, FLModel
 from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
@@ -11,6 +12,8 @@ from tnbayes.models.tnkf import TNKF, TNKFClassifier
 __all__ = [
     "CPDKernelClassifier",
     "CPDKernelMachine",
+    "FeatureLearningKM",
+    "FLModel",
     "QTKM",
     "TKM",
     "TNKF",

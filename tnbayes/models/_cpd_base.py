@@ -56,8 +56,14 @@ class CPDModelBase(BaseModel):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ fitting
+    def _component_weights(self) -> torch.Tensor | None:
+        """Mixture weights of the fitted feature map (None: one component, or all ones)."""
+        return None
+
     def _fit_cpd(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, ranks: Sequence[int],
-                 penalty: float, reference_noise: float | None, *, regularizer: str = "full") -> CPDALS:
+                 penalty: float, reference_noise: float | None, *, regularizer: str = "full",
+                 component_weights: torch.Tensor | None = None, between_sweeps=None,
+                 max_sweeps: int | None = None) -> CPDALS:
         """Run ALS for each rank in turn; keep the first whose residual noise is within 10% of the reference.
 
         Parameters
@@ -72,6 +78,12 @@ class CPDModelBase(BaseModel):
         reference_noise : float, optional
             The noise variance the model should explain the data down to (None: keep the first rank).
         regularizer : {"full", "diagonal"}
+        component_weights : torch.Tensor of shape (P,), optional
+            Initial mixture weights of a P-component feature map.
+        between_sweeps : callable, optional
+            Passed to :meth:`CPDALS.run` (FL updates its mixture weights there).
+        max_sweeps : int, optional
+            Sweep budget (default ``self.max_sweeps``).
 
         Returns
         -------
@@ -82,8 +94,8 @@ class CPDModelBase(BaseModel):
         self.rank_search_ = []
         for rank in ranks:
             engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
-                            seed=int(self.seed))
-            engine.run(int(self.max_sweeps), float(self.tol), progress=bool(self.verbose))
+                            seed=int(self.seed), component_weights=component_weights)
+            engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
             residual = self._residual_noise(engine, X.shape[0], penalty)
             self.rank_search_.append({"rank": int(rank), "residual_noise_variance": residual,
                                       "objective": engine.history[-1]})
@@ -99,8 +111,10 @@ class CPDModelBase(BaseModel):
     def _residual_noise(self, engine: CPDALS, n: int, penalty: float) -> float:
         """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
         last = engine.last_system
-        # a direct pass: the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32
-        rss = max(engine.objective() - penalty * engine.penalty_value(), 0.0)
+        # a direct pass (the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32); the real part only:
+        # complex features are fitted by complex least squares, but y is observed through Re f, and the
+        # imaginary residual the fit also penalises is not noise in y
+        rss = float((engine.y - engine.predict(engine.X).real).square().sum())
         self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
         return rss / max(n - self.effective_dof_, 1.0)
 
@@ -137,17 +151,19 @@ class CPDModelBase(BaseModel):
     # ------------------------------------------------------------------ prediction
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         factors = self._factor_list()
-        mean = cpd_predict(self.features_, factors, X).real
+        weights = self._component_weights()
+        mean = cpd_predict(self.features_, factors, X, weights).real
         noise = float(self.noise_variance_)
         if full_covariance:
             cov = torch.zeros(X.shape[0], X.shape[0], dtype=mean.dtype, device=mean.device)
             for index, mode in enumerate(self.laplace_modes_):
-                design = design_matrix(self.features_, factors, X, mode)
+                design = design_matrix(self.features_, factors, X, mode, weights)
                 whitened = torch.linalg.solve_triangular(self._cholesky(index, mode), design.mH, upper=False)
                 cov = cov + noise * (whitened.mH @ whitened).real
             return mean, cov
         choleskys = [self._cholesky(index, mode) for index, mode in enumerate(self.laplace_modes_)]
-        variance = noise * summed_core_variances(self.features_, factors, self.laplace_modes_, choleskys, X)
+        variance = noise * summed_core_variances(self.features_, factors, self.laplace_modes_, choleskys, X,
+                                                 component_weights=weights)
         return mean, variance.to(mean.dtype)
 
     @property

@@ -56,7 +56,9 @@ def _jsonable(value: Any) -> Any:
         return int(value)
     if isinstance(value, (np.floating,)):
         return float(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):  # kept a tuple on load, so get_params round-trips exactly
+        return {"__tuple__": [_jsonable(v) for v in value]}
+    if isinstance(value, list):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -69,6 +71,8 @@ def _from_jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {"__dtype__"}:
             return getattr(torch, value["__dtype__"])
+        if set(value) == {"__tuple__"}:
+            return tuple(_from_jsonable(v) for v in value["__tuple__"])
         return {k: _from_jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_from_jsonable(v) for v in value]

@@ -1,0 +1,170 @@
+"""FL against its cross-validation baseline (Saiapin & Batselier, Table 2) and the regularisation table (Table 1).
+
+Protocol (the paper's): 10 random 80/20 splits of all rows (``numpy.random.default_rng(k)``, k = 0..9); inputs
+min–max scaled with the training range (to [−0.5, 0.5]; the paper's [0, 1] — the same model class, see
+``FeatureLearningKM``); y standardised with training statistics and test MSE on that scale; quantized Fourier
+features, M / R per set as in the paper (airfoil 4/51, energy 4/15, yacht 2/6, concrete 8/10, wine 16/25, wine =
+red + white, 6497 rows); P = 8 periods θ ∈ {10, 2, 128, 25, 64, 600, 2000, 1024}; α = 0.01, β = 0.1, 10 epochs,
+λ ~ U(0, 1) and standard-normal cores (seeded by the split).
+
+- FL: ``FeatureLearningKM(regularization="l1")``; time = the fit.
+- CV: the same model with one period and no λ (``regularization="none"``), θ chosen by 3 folds × 2 repeats over
+  the same θ set (:func:`tnbayes.models.fl.cross_validate_period`), then refitted on the whole training set; time
+  = all 48 CV fits + the refit.
+- Regularisation table (``--regularization``): FL with L1, L2 and the fixed norm, each with and without λ ≥ 0.
+
+Both models run in the same process, one after the other, so the time ratio is measured under the same load.
+
+    python -m benchmarks fl_table2                       # Table 2, all five sets (add --regularization for Table 1)
+    python -m benchmarks fl_table2 --only yacht --splits 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+
+import numpy as np
+
+from benchmarks._common import header, output_path
+from tnbayes import FeatureLearningKM, datasets
+from tnbayes.models.fl import DEFAULT_FL_PERIODS, cross_validate_period
+
+#: name -> (tnbayes dataset, M, R)
+SETS = {"airfoil": ("airfoil", 4, 51), "energy": ("energy", 4, 15), "yacht": ("yacht", 2, 6),
+        "concrete": ("concrete", 8, 10), "wine": ("wine", 16, 25)}
+#: the paper's Table 2: (FL MSE, std, CV MSE, std, FL s, CV s)
+PUBLISHED = {"airfoil": (0.184, 0.02, 0.223, 0.02, 3.0, 23), "energy": (0.003, 0.0, 0.003, 0.0, 0.91, 5.5),
+             "yacht": (0.112, 0.02, 0.358, 0.06, 0.149, 0.615), "concrete": (0.139, 0.03, 0.118, 0.02, 1.2, 8.8),
+             "wine": (0.692, 0.07, 0.652, 0.04, 33, 152)}
+#: the paper's Table 1 (MSE): regularisation -> per set
+PUBLISHED_REG = {("fixed_norm", False): (0.19, 0.154, 0.003, 0.68, 0.11), ("fixed_norm", True): (0.187, 0.14, 0.009, 0.932, 0.366),
+                 ("l1", False): (0.184, 0.139, 0.003, 0.692, 0.112), ("l1", True): (0.182, 0.176, 0.003, 0.705, 0.115),
+                 ("l2", False): (0.189, 0.15, 0.003, 0.776, 0.1), ("l2", True): (0.188, 0.146, 0.007, 0.672, 0.327)}
+PAPER_ORDER = ("airfoil", "concrete", "energy", "wine", "yacht")
+ALPHA, BETA, EPOCHS = 0.01, 0.1, 10
+
+
+def _split(name: str, k: int):
+    first = datasets.load(SETS[name][0], split=0)
+    X = np.vstack([first.X_train, first.X_test])
+    y = np.concatenate([first.y_train, first.y_test])
+    perm = np.random.default_rng(k).permutation(len(y))
+    n_test = int(round(0.2 * len(y)))
+    test, train = perm[:n_test], perm[n_test:]
+    # test inputs beyond the training range: FL's smallest period (θ = 2 on a unit range) allows up to ±1
+    return X[train], y[train], X[test], y[test]
+
+
+def _mse(model, X, y, mean: float, std: float) -> float:
+    return float(np.mean(((model.predict(X) - y) / std) ** 2))
+
+
+def _run(name: str, k: int, regularization_table: bool) -> list[dict]:
+    _, M, R = SETS[name]
+    Xtr, ytr, Xte, yte = _split(name, k)
+    mean, std = float(np.mean(ytr)), float(np.std(ytr))
+    common = dict(rank=R, num_basis=M, alpha=ALPHA, epochs=EPOCHS)
+    rows = []
+    start = time.perf_counter()
+    fl = FeatureLearningKM(beta=BETA, regularization="l1", uncertainty="none", seed=k, **common).fit(Xtr, ytr)
+    fl_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    best, table, _ = cross_validate_period(Xtr, ytr, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=k, **common)
+    cv = FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", uncertainty="none",
+                           seed=k, **common).fit(Xtr, ytr)
+    cv_seconds = time.perf_counter() - start
+    rows.append({"dataset": name, "split": k, "model": "FL", "regularization": "l1", "nonnegative": False,
+                 "mse": _mse(fl, Xte, yte, mean, std), "seconds": fl_seconds,
+                 "active": len(fl.active_families_), "period": ""})
+    rows.append({"dataset": name, "split": k, "model": "CV", "regularization": "none", "nonnegative": False,
+                 "mse": _mse(cv, Xte, yte, mean, std), "seconds": cv_seconds, "active": 1, "period": best})
+    print(f"{name} split {k}: FL {rows[-2]['mse']:.4f} ({fl_seconds:.1f} s, {rows[-2]['active']} families) "
+          f"CV {rows[-1]['mse']:.4f} ({cv_seconds:.1f} s, θ = {best:g})", flush=True)
+    if regularization_table:
+        for regularization in ("l1", "l2", "fixed_norm"):
+            for nonnegative in (False, True):
+                if regularization == "l1" and not nonnegative:
+                    continue  # the FL row above
+                start = time.perf_counter()
+                model = FeatureLearningKM(beta=BETA, regularization=regularization, nonnegative=nonnegative,
+                                          uncertainty="none", seed=k, **common).fit(Xtr, ytr)
+                rows.append({"dataset": name, "split": k, "model": "FL", "regularization": regularization,
+                             "nonnegative": nonnegative, "mse": _mse(model, Xte, yte, mean, std),
+                             "seconds": time.perf_counter() - start, "active": len(model.active_families_),
+                             "period": ""})
+    return rows
+
+
+def _table2(rows: list[dict]) -> list[str]:
+    lines = ["| data | N | D | M | R | FL test MSE | paper FL | within 2 paper std | CV test MSE | paper CV | "
+             "FL s | CV s | CV / FL time | paper CV / FL | families kept (FL) | θ chosen (CV) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in [n for n in SETS if any(r["dataset"] == n for r in rows)]:
+        fl = [r for r in rows if r["dataset"] == name and r["model"] == "FL" and r["regularization"] == "l1"
+              and not r["nonnegative"]]
+        cv = [r for r in rows if r["dataset"] == name and r["model"] == "CV"]
+        a, b = np.array([r["mse"] for r in fl]), np.array([r["mse"] for r in cv])
+        ta, tb = np.mean([r["seconds"] for r in fl]), np.mean([r["seconds"] for r in cv])
+        p = PUBLISHED[name]
+        first = datasets.load(SETS[name][0], split=0)
+        n_rows = len(first.y_train) + len(first.y_test)
+        within = abs(a.mean() - p[0]) <= 2 * max(p[1], 0.0005)
+        thetas = ", ".join(f"{t:g}" for t in sorted({float(r['period']) for r in cv}))
+        lines.append(f"| {name} | {n_rows} | {first.X_train.shape[1]} | {SETS[name][1]} | {SETS[name][2]} | "
+                     f"{a.mean():.4f} ± {a.std(ddof=1) if len(a) > 1 else 0:.4f} | {p[0]} ± {p[1]} | "
+                     f"{'yes' if within else 'no'} | {b.mean():.4f} ± {b.std(ddof=1) if len(b) > 1 else 0:.4f} | "
+                     f"{p[2]} ± {p[3]} | {ta:.1f} | {tb:.1f} | {tb / ta:.1f}× | {p[5] / p[4]:.1f}× | "
+                     f"{np.mean([r['active'] for r in fl]):.1f} of 8 | {thetas} |")
+    return lines
+
+
+def _table1(rows: list[dict]) -> list[str]:
+    names = [n for n in PAPER_ORDER if any(r["dataset"] == n for r in rows)]
+    lines = ["| regularisation | " + " | ".join(f"{n} (ours / paper)" for n in names) + " | mean s per fit |",
+             "|---|" + "---|" * (len(names) + 1)]
+    for (regularization, nonnegative), published in PUBLISHED_REG.items():
+        cells, seconds = [], []
+        for name in names:
+            sel = [r for r in rows if r["dataset"] == name and r["model"] == "FL"
+                   and r["regularization"] == regularization and bool(r["nonnegative"]) == nonnegative]
+            if not sel:
+                cells.append("—")
+                continue
+            seconds += [r["seconds"] for r in sel]
+            cells.append(f"{np.mean([r['mse'] for r in sel]):.3f} / {published[PAPER_ORDER.index(name)]}")
+        label = {"l1": "L1", "l2": "L2", "fixed_norm": "FN"}[regularization] + ("(P)" if nonnegative else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(seconds) if seconds else float('nan'):.2f} |")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark; returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks fl_table2")
+    parser.add_argument("--only", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--regularization", action="store_true", help="also the regularisation table (Table 1)")
+    args = parser.parse_args(argv)
+    complete = args.splits == 10 and list(args.only) == list(SETS)
+    name = ("fl_table2" if complete else "fl_table2_partial") + ("_with_regularization" if args.regularization else "")
+    folder = output_path(name, "")
+    folder.mkdir(exist_ok=True)
+    rows: list[dict] = []
+    protocol = ("see the module docstring of benchmarks/fl_table2.py; per-split rows in results/" + name +
+                f"/runs.csv; {args.splits} splits")
+    for dataset in args.only:
+        for k in range(args.splits):
+            rows.extend(_run(dataset, k, args.regularization))
+            with open(folder / "runs.csv", "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            text = header("FL vs cross-validated single-period model (FL paper, Table 2)", protocol) + \
+                "\n".join(_table2(rows))
+            if args.regularization:
+                text += ("\n\n## Regularisation of λ (FL paper, Table 1; mean test MSE, ours / paper)\n\n" +
+                         "\n".join(_table1(rows)))
+            output_path(name, ".md").write_text(text + "\n")  # rewritten after every split
+    print(text, flush=True)
+    return 0

@@ -1,0 +1,112 @@
+"""FL (feature-learning tensor kernel machine): objective, engine reuse, skipped families, baseline, contract."""
+
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.inference import CPDALS, PeriodMixtureFeatures
+from tnbayes.models.fl import cross_validate_period
+
+
+def _data(n=200, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, d))
+    y = np.sin(2 * np.pi * X[:, 0]) + X[:, 1] ** 2 - 0.5 * X[:, -1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("regularization", ["l1", "l2", "fixed_norm"])
+@pytest.mark.parametrize("nonnegative", [False, True])
+def test_objective_never_increases(regularization, nonnegative):
+    X, y = _data()
+    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, regularization=regularization, nonnegative=nonnegative,
+                                      epochs=6).fit(X, y)
+    history = np.array(model.objective_history_)
+    assert len(history) == 2 * 6  # after every core sweep and every λ update
+    assert np.all(np.diff(history) <= 1e-9 * abs(history[0]))
+    if nonnegative:
+        assert float(model.feature_weights_.min()) >= 0
+    if regularization == "fixed_norm":
+        assert float(model.feature_weights_.norm()) <= 1 + 1e-9
+
+
+def test_single_family_without_learning_is_the_quantized_cpd_model():
+    """FL with one period and λ fixed at 1 runs the same engine problem as QTKM with raw features and penalty α."""
+    X, y = _data(150, 2)
+    fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], regularization="none", initial_weights="ones",
+                                   alpha=0.05, epochs=5, uncertainty="none").fit(X, y)
+    qtkm = tnbayes.QTKM(rank=3, num_basis=8, period=3.0, penalty=0.05, penalty_per_sample=False,
+                        normalize_features=False, max_sweeps=5, tol=0.0, uncertainty="none").fit(X, y)
+    np.testing.assert_allclose(fl.predict(X), qtkm.predict(X), rtol=1e-9, atol=1e-9)
+
+
+def test_zero_weight_families_are_skipped_and_change_nothing():
+    X, y = _data(120, 2)
+    Xt, yt = torch.tensor(X - 0.5), torch.tensor(y)
+    full = PeriodMixtureFeatures(2, 4, [2.0, 5.0, 9.0])
+    engine = CPDALS(full, Xt, yt, 3, 0.01, component_weights=[0.5, 0.0, -0.3], seed=3)
+    assert engine.active_components == (0, 2)
+    reduced = CPDALS(PeriodMixtureFeatures(2, 4, [2.0, 9.0]), Xt, yt, 3, 0.01, component_weights=[0.5, -0.3], seed=3)
+    engine.run(3, tol=0.0)
+    reduced.run(3, tol=0.0)
+    for a, b in zip(engine.factors, reduced.factors):
+        torch.testing.assert_close(a, b)
+    # per-family predictions still cover every family (the λ update needs them)
+    assert engine.component_predictions(Xt).shape == (120, 3)
+    # re-activating a family works (FISTA may move a λ away from zero)
+    engine.set_component_weights([0.5, 0.2, -0.3])
+    assert engine.active_components == (0, 1, 2)
+    manual = engine.component_predictions(Xt) @ torch.tensor([0.5, 0.2, -0.3], dtype=torch.complex128)
+    torch.testing.assert_close(engine.predict(Xt), manual)
+
+
+def test_l1_sparsifies_and_plot_and_importances():
+    X, y = _data()
+    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, beta=5.0, epochs=5).fit(X, y)
+    assert 0 < len(model.active_families_) < len(model.periods_)
+    assert set(model.feature_importances()) == set(model.periods_)
+    ax = model.plot_feature_weights()
+    assert len(ax.patches) == len(model.periods_)
+
+
+def test_fl_fits_and_is_calibrated_on_smooth_data():
+    X, y = _data(400, 3, seed=1)
+    Xtest, ytest = _data(300, 3, seed=2)
+    Xtest = np.clip(Xtest, X.min(0), X.max(0))
+    model = tnbayes.FeatureLearningKM(num_basis=4).fit(X, y)  # default rank from N
+    report = tnbayes.metrics.evaluate(model.posterior(Xtest), ytest)
+    assert report["rmse"] < 0.2
+    assert 0.85 <= report["coverage_95"] <= 0.995
+
+
+def test_cross_validation_baseline_picks_a_period_from_the_set():
+    X, y = _data(120, 2)
+    best, table, seconds = cross_validate_period(X, y, [2.0, 25.0, 600.0], rank=3, num_basis=4, epochs=3)
+    assert best in (2.0, 25.0, 600.0) and set(table) == {2.0, 25.0, 600.0}
+    assert table[best] == min(table.values()) and seconds > 0
+    with pytest.raises(ValueError, match="folds"):
+        cross_validate_period(X, y, [2.0], folds=1)
+
+
+def test_bad_parameters_are_rejected():
+    X, y = _data(60, 2)
+    for kwargs, match in [({"regularization": "lasso"}, "regularization"), ({"periods": [0.5]}, "periods"),
+                          ({"periods": []}, "periods"), ({"alpha": -1.0}, "alpha"), ({"epochs": 0}, "epochs"),
+                          ({"initial_weights": [1.0]}, "initial_weights"), ({"rank": 0}, "rank")]:
+        with pytest.raises(ValueError, match=match):
+            tnbayes.FeatureLearningKM(**kwargs).fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=2).fit(X, y)
+    with pytest.raises(ValueError, match="period"):
+        model.predict(np.full((1, 2), 50.0))  # farther than θ/2 from the training range's centre
+
+
+def test_save_load_round_trip(tmp_path):
+    X, y = _data(80, 2)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3).fit(X, y)
+    model.save(tmp_path / "fl.pt")
+    loaded = tnbayes.load_model(tmp_path / "fl.pt")
+    a, b = model.posterior(X[:10]), loaded.posterior(X[:10])
+    torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=0)
+    torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=0)
+    torch.testing.assert_close(loaded.feature_weights_, model.feature_weights_)

@@ -1,0 +1,99 @@
+"""FL's λ solvers against a generic convex solver (scipy) on random problems."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+
+from tnbayes.inference.mixture_weights import mixture_weight_objective, solve_mixture_weights
+
+
+def _problem(seed, n=40, P=6, scale=1.0):
+    rng = np.random.default_rng(seed)
+    F = rng.standard_normal((n, P))
+    F[:, -1] = F[:, 0] + 0.01 * rng.standard_normal(n)  # nearly collinear columns, as periods of one family are
+    y = F @ rng.standard_normal(P) + 0.3 * rng.standard_normal(n)
+    return torch.tensor(F * scale), torch.tensor(y)  # scale > 1: small least-squares λ; < 1: large
+
+
+def _reference(F, y, regularization, beta, nonnegative):
+    """scipy: L1 by splitting λ = u − v (u, v ≥ 0) with L-BFGS-B; the others by SLSQP / L-BFGS-B with bounds."""
+    F, y = F.numpy(), y.numpy()
+    P = F.shape[1]
+
+    def fit(lam):
+        r = y - F @ lam
+        return 0.5 * r @ r, -F.T @ r
+
+    if regularization == "l1":
+        def f(z):
+            lam = z[:P] - z[P:]
+            value, grad = fit(lam)
+            return value + beta * z.sum(), np.concatenate([grad + beta, -grad + beta])
+
+        bounds = [(0, None)] * P + ([(0, 0)] * P if nonnegative else [(0, None)] * P)
+        res = minimize(f, np.zeros(2 * P), jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000})
+        return res.x[:P] - res.x[P:]
+    if regularization == "l2":
+        def f(lam):
+            value, grad = fit(lam)
+            return value + 0.5 * beta * lam @ lam, grad + beta * lam
+
+        res = minimize(f, np.zeros(P), jac=True, method="L-BFGS-B", bounds=[(0, None)] * P if nonnegative else None,
+                       options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000})
+        return res.x
+    res = minimize(lambda lam: fit(lam)[0], np.zeros(P), jac=lambda lam: fit(lam)[1], method="SLSQP",
+                   bounds=[(0, None)] * P if nonnegative else None,
+                   constraints=[{"type": "ineq", "fun": lambda lam: 1.0 - lam @ lam, "jac": lambda lam: -2 * lam}],
+                   options={"ftol": 1e-15, "maxiter": 1000})
+    return res.x
+
+
+@pytest.mark.parametrize("regularization", ["l1", "l2", "fixed_norm"])
+@pytest.mark.parametrize("nonnegative", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_solver_matches_scipy(regularization, nonnegative, seed):
+    F, y = _problem(seed)
+    beta = [0.1, 2.0, 10.0][seed]
+    ours = solve_mixture_weights(F, y, regularization, beta, nonnegative=nonnegative)
+    ref = torch.tensor(_reference(F, y, regularization, beta, nonnegative))
+    gram, rhs, yy = F.T @ F, F.T @ y, float(y @ y)
+    ref_value = mixture_weight_objective(gram, rhs, yy, ref, regularization, beta)
+    if regularization == "fixed_norm" and not np.isfinite(ref_value):  # SLSQP's tiny constraint violation
+        ref_value = mixture_weight_objective(gram, rhs, yy, ref / ref.norm(), regularization, beta)
+    # never worse than the generic solver, and the same point (strictly convex problems)
+    assert ours.objective <= ref_value + 1e-7 * abs(ref_value)
+    assert float((ours.weights - ref).abs().max()) < 1e-4 * (1 + float(ref.abs().max()))
+    if nonnegative:
+        assert float(ours.weights.min()) >= 0.0
+    if regularization == "fixed_norm":
+        assert float(ours.weights.norm()) <= 1.0 + 1e-9
+
+
+def test_fixed_norm_inside_ball_has_zero_multiplier_and_equals_least_squares():
+    F, y = _problem(3, scale=1000.0)  # large columns: the least-squares λ is small
+    sol = solve_mixture_weights(F, y, "fixed_norm")
+    assert sol.multiplier == 0.0
+    torch.testing.assert_close(sol.weights, torch.linalg.lstsq(F, y.unsqueeze(-1)).solution.squeeze(-1))
+    F, y = _problem(3, scale=0.01)  # tiny columns: the constraint is active
+    sol = solve_mixture_weights(F, y, "fixed_norm")
+    assert sol.multiplier > 0 and abs(float(sol.weights.norm()) - 1.0) < 1e-10
+
+
+def test_l1_gives_exact_zeros_and_l2_closed_form():
+    F, y = _problem(4)
+    sparse = solve_mixture_weights(F, y, "l1", beta=30.0)
+    assert int((sparse.weights == 0).sum()) >= 1
+    ridge = solve_mixture_weights(F, y, "l2", beta=0.5)
+    torch.testing.assert_close(ridge.weights, torch.linalg.solve(F.T @ F + 0.5 * torch.eye(6, dtype=F.dtype), F.T @ y))
+
+
+def test_solver_rejects_bad_arguments():
+    F, y = _problem(0)
+    with pytest.raises(ValueError, match="regularization"):
+        solve_mixture_weights(F, y, "l0")
+    with pytest.raises(ValueError, match="beta"):
+        solve_mixture_weights(F, y, "l1", beta=-1.0)
+    with pytest.raises(ValueError, match="give F"):
+        solve_mixture_weights(F, y[:3], "l1")
