@@ -18,6 +18,7 @@ ENTRIES = {
     "qtkm_spectrum": "benchmarks.qtkm_spectrum",
     "qtkm_airline": "benchmarks.qtkm_airline",
     "fl_table2": "benchmarks.fl_table2",
+    "engine_grouping": "benchmarks.engine_grouping",
     "tnkf_sinc": "benchmarks.tnkf_sinc",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",

@@ -17,6 +17,8 @@ Both models run in the same process, one after the other, so the time ratio is m
 
     python -m benchmarks fl_table2                       # Table 2, all five sets (add --regularization for Table 1)
     python -m benchmarks fl_table2 --only yacht --splits 2
+    python -m benchmarks fl_table2 --no-baseline         # the regularisation table only
+    python -m benchmarks fl_table2 --summarize benchmarks/results/fl_table2/runs.csv   # tables from saved rows
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _mse(model, X, y, mean: float, std: float) -> float:
     return float(np.mean(((model.predict(X) - y) / std) ** 2))
 
 
-def _run(name: str, k: int, regularization_table: bool) -> list[dict]:
+def _run(name: str, k: int, regularization_table: bool, baseline: bool = True) -> list[dict]:
     _, M, R = SETS[name]
     Xtr, ytr, Xte, yte = _split(name, k)
     mean, std = float(np.mean(ytr)), float(np.std(ytr))
@@ -70,18 +72,19 @@ def _run(name: str, k: int, regularization_table: bool) -> list[dict]:
     start = time.perf_counter()
     fl = FeatureLearningKM(beta=BETA, regularization="l1", uncertainty="none", seed=k, **common).fit(Xtr, ytr)
     fl_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    best, table, _ = cross_validate_period(Xtr, ytr, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=k, **common)
-    cv = FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", uncertainty="none",
-                           seed=k, **common).fit(Xtr, ytr)
-    cv_seconds = time.perf_counter() - start
     rows.append({"dataset": name, "split": k, "model": "FL", "regularization": "l1", "nonnegative": False,
                  "mse": _mse(fl, Xte, yte, mean, std), "seconds": fl_seconds,
                  "active": len(fl.active_families_), "period": ""})
-    rows.append({"dataset": name, "split": k, "model": "CV", "regularization": "none", "nonnegative": False,
-                 "mse": _mse(cv, Xte, yte, mean, std), "seconds": cv_seconds, "active": 1, "period": best})
-    print(f"{name} split {k}: FL {rows[-2]['mse']:.4f} ({fl_seconds:.1f} s, {rows[-2]['active']} families) "
-          f"CV {rows[-1]['mse']:.4f} ({cv_seconds:.1f} s, θ = {best:g})", flush=True)
+    if baseline:
+        start = time.perf_counter()
+        best, table, _ = cross_validate_period(Xtr, ytr, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=k, **common)
+        cv = FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", uncertainty="none",
+                               seed=k, **common).fit(Xtr, ytr)
+        cv_seconds = time.perf_counter() - start
+        rows.append({"dataset": name, "split": k, "model": "CV", "regularization": "none", "nonnegative": False,
+                     "mse": _mse(cv, Xte, yte, mean, std), "seconds": cv_seconds, "active": 1, "period": best})
+        print(f"{name} split {k}: FL {rows[-2]['mse']:.4f} ({fl_seconds:.1f} s, {rows[-2]['active']} families) "
+              f"CV {rows[-1]['mse']:.4f} ({cv_seconds:.1f} s, θ = {best:g})", flush=True)
     if regularization_table:
         for regularization in ("l1", "l2", "fixed_norm"):
             for nonnegative in (False, True):
@@ -139,15 +142,56 @@ def _table1(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _read_rows(path) -> list[dict]:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["split"], row["active"] = int(row["split"]), float(row["active"])
+        row["mse"], row["seconds"] = float(row["mse"]), float(row["seconds"])
+        row["nonnegative"] = row["nonnegative"] == "True"
+    return rows
+
+
+def _summarize(path) -> int:
+    """Tables from a (possibly partial) runs.csv: which splits of which sets it holds is stated."""
+    rows = _read_rows(path)
+    counts = {n: len({r["split"] for r in rows if r["dataset"] == n}) for n in SETS if any(r["dataset"] == n for r in rows)}
+    coverage = ", ".join(f"{n} {c} splits" for n, c in counts.items())
+    has_baseline = any(r["model"] == "CV" for r in rows)
+    name = ("fl_table2" if has_baseline else "fl_regularization") + (
+        "" if len(counts) == len(SETS) and all(c == 10 for c in counts.values()) else "_partial")
+    protocol = f"see the module docstring of benchmarks/fl_table2.py; rows from {path} ({coverage})"
+    parts = []
+    if has_baseline:
+        parts.append(header("FL vs cross-validated single-period model (FL paper, Table 2)", protocol) +
+                     "\n".join(_table2(rows)))
+    if any(r["regularization"] != "l1" and r["model"] == "FL" for r in rows):
+        title = "Regularisation of λ (FL paper, Table 1; mean test MSE, ours / paper)"
+        parts.append((header(title, protocol) if not has_baseline else f"## {title}\n\n") + "\n".join(_table1(rows)))
+    text = "\n\n".join(parts) + "\n"
+    output_path(name, ".md").write_text(text)
+    print(text)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks fl_table2")
     parser.add_argument("--only", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--regularization", action="store_true", help="also the regularisation table (Table 1)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the CV baseline (Table 1 only)")
+    parser.add_argument("--summarize", default=None,
+                        help="write the tables from an existing runs.csv of this script (no fitting)")
     args = parser.parse_args(argv)
-    complete = args.splits == 10 and list(args.only) == list(SETS)
-    name = ("fl_table2" if complete else "fl_table2_partial") + ("_with_regularization" if args.regularization else "")
+    if args.summarize:
+        return _summarize(args.summarize)
+    complete = args.splits == 10 and set(args.only) == set(SETS)
+    if args.no_baseline:
+        args.regularization = True
+        name = "fl_regularization" + ("" if complete else "_partial")
+    else:
+        name = ("fl_table2" if complete else "fl_table2_partial") + ("_with_regularization" if args.regularization else "")
     folder = output_path(name, "")
     folder.mkdir(exist_ok=True)
     rows: list[dict] = []
@@ -155,13 +199,14 @@ def main(argv: list[str]) -> int:
                 f"/runs.csv; {args.splits} splits")
     for dataset in args.only:
         for k in range(args.splits):
-            rows.extend(_run(dataset, k, args.regularization))
+            rows.extend(_run(dataset, k, args.regularization, baseline=not args.no_baseline))
+            print(f"{dataset} split {k} done", flush=True)
             with open(folder / "runs.csv", "w", newline="") as fh:
                 writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(rows)
             text = header("FL vs cross-validated single-period model (FL paper, Table 2)", protocol) + \
-                "\n".join(_table2(rows))
+                ("\n".join(_table2(rows)) if not args.no_baseline else "(baseline not run: --no-baseline)")
             if args.regularization:
                 text += ("\n\n## Regularisation of λ (FL paper, Table 1; mean test MSE, ours / paper)\n\n" +
                          "\n".join(_table1(rows)))
