@@ -1,8 +1,7 @@
 """FL against its cross-validation baseline (Saiapin & Batselier, Table 2) and the regularisation table (Table 1).
 
 Protocol (the paper's): 10 random 80/20 splits of all rows (``numpy.random.default_rng(k)``, k = 0..9); inputs
-min–max scaled with the training range (to [−0.5, 0.5]; the paper's [0, 1] — the same model class, see
-``FeatureLearningKM``); y standardised with training statistics and test MSE on that scale; quantized Fourier
+min–max scaled to [0, 1] with the training range; y standardised with training statistics and test MSE on that scale; quantized Fourier
 features, M / R per set as in the paper (airfoil 4/51, energy 4/15, yacht 2/6, concrete 8/10, wine 16/25, wine =
 red + white, 6497 rows); P = 8 periods θ ∈ {10, 2, 128, 25, 64, 600, 2000, 1024}; α = 0.01, β = 0.1, 10 epochs,
 λ ~ U(0, 1) and standard-normal cores (seeded by the split).
@@ -55,7 +54,7 @@ def _split(name: str, k: int):
     perm = np.random.default_rng(k).permutation(len(y))
     n_test = int(round(0.2 * len(y)))
     test, train = perm[:n_test], perm[n_test:]
-    # test inputs beyond the training range: FL's smallest period (θ = 2 on a unit range) allows up to ±1
+    # test inputs beyond the training range: FL's smallest period (θ = 2 on a unit range) allows [−0.5, 1.5]
     return X[train], y[train], X[test], y[test]
 
 

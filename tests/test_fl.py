@@ -32,18 +32,24 @@ def test_objective_never_increases(regularization, nonnegative):
 
 
 def test_single_family_without_learning_is_the_quantized_cpd_model():
-    """FL with one period and λ fixed at 1 runs the same engine problem as QTKM with raw features and penalty α."""
+    """FL with one period and λ fixed at 1 is the engine's quantized CPD model with raw features and penalty α."""
+    from tnbayes.inference import FourierPolynomialFeatures
+
     X, y = _data(150, 2)
     fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], regularization="none", initial_weights="ones",
                                    alpha=0.05, epochs=5, uncertainty="none").fit(X, y)
-    qtkm = tnbayes.QTKM(rank=3, num_basis=8, period=3.0, penalty=0.05, penalty_per_sample=False,
-                        normalize_features=False, max_sweeps=5, tol=0.0, uncertainty="none").fit(X, y)
-    np.testing.assert_allclose(fl.predict(X), qtkm.predict(X), rtol=1e-9, atol=1e-9)
+    Xs = fl.x_scaler_.transform(torch.tensor(X))  # [0, 1]
+    assert float(Xs.min()) == 0.0 and float(Xs.max()) == 1.0
+    engine = CPDALS(FourierPolynomialFeatures(2, 8, "fourier", 3.0, quantized=True, normalize=False), Xs,
+                    fl.y_scaler_.transform(torch.tensor(y)), 3, 0.05, seed=0)
+    engine.run(5, tol=0.0)
+    expected = fl.y_scaler_.inverse_transform(engine.predict(Xs).real)
+    np.testing.assert_allclose(fl.predict(X), expected.numpy(), rtol=1e-9, atol=1e-9)
 
 
 def test_zero_weight_families_are_skipped_and_change_nothing():
     X, y = _data(120, 2)
-    Xt, yt = torch.tensor(X - 0.5), torch.tensor(y)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
     full = PeriodMixtureFeatures(2, 4, [2.0, 5.0, 9.0])
     engine = CPDALS(full, Xt, yt, 3, 0.01, component_weights=[0.5, 0.0, -0.3], seed=3)
     assert engine.active_components == (0, 2)
@@ -98,7 +104,7 @@ def test_bad_parameters_are_rejected():
             tnbayes.FeatureLearningKM(**kwargs).fit(X, y)
     model = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=2).fit(X, y)
     with pytest.raises(ValueError, match="period"):
-        model.predict(np.full((1, 2), 50.0))  # farther than θ/2 from the training range's centre
+        model.predict(np.full((1, 2), 50.0))  # farther than θ/2 from the centre of the [0, 1] training range
 
 
 def test_save_load_round_trip(tmp_path):

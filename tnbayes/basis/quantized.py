@@ -74,25 +74,28 @@ def fourier_frequencies(num_basis: int) -> torch.Tensor:
     return torch.arange(num_basis) - num_basis // 2
 
 
-def check_in_period(x: torch.Tensor, period: float) -> None:
-    """Raise ``ValueError`` if any input lies farther than P/2 from 0 (Fourier features would wrap around).
+def check_in_period(x: torch.Tensor, period: float, center: float = 0.0) -> None:
+    """Raise ``ValueError`` if any input lies farther than P/2 from ``center`` (Fourier features would wrap around).
 
     Parameters
     ----------
     x : torch.Tensor of any shape
         Scaled inputs.
     period : float
+    center : float
+        Centre of the accepted window [center − P/2, center + P/2].
     """
     half = 0.5 * float(period)
-    outside = x.detach().abs() > half * (1.0 + 1e-10)
+    offset = (x.detach() - float(center)).abs()
+    outside = offset > half * (1.0 + 1e-10)
     if bool(outside.any()):
-        worst = float(x.detach().abs().max())
+        worst = float(offset.max())
         raise ValueError(
-            f"{int(outside.sum())} input value(s) lie outside the Fourier period interval [-{half:.6g}, {half:.6g}] "
-            f"(largest |x| = {worst:.6g} in the model's scaled units). Fourier features with period P = "
-            f"{float(period):.6g} are periodic, so these inputs would be read as points wrapped around the period "
-            f"— silently wrong predictions. Fix: refit with a larger period (P > 2·{worst:.6g}), or keep queries "
-            f"closer to the training range."
+            f"{int(outside.sum())} input value(s) lie outside the Fourier period interval "
+            f"[{center - half:.6g}, {center + half:.6g}] (farthest {worst:.6g} from {center:g} in the model's scaled "
+            f"units). Fourier features with period P = {float(period):.6g} are periodic, so these inputs would be "
+            f"read as points wrapped around the period — silently wrong predictions. Fix: refit with a larger period "
+            f"(P > 2·{worst:.6g}), or keep queries closer to the training range."
         )
 
 

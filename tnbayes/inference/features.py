@@ -243,6 +243,10 @@ class PeriodMixtureFeatures(TensorProductFeatures):
     normalize : bool
         Divide each mode's features by the square root of its size (k(x, x) = 1 per family). FL's paper uses
         the raw features (default ``False``).
+    center : float
+        Centre of the window of inputs accepted without wrapping around the shortest period:
+        |x − center| ≤ θ_min/2 (FL's inputs lie in [0, 1], so it uses 0.5). The features themselves are
+        ``exp(i2πkx/θ)`` of the inputs as given.
 
     Attributes
     ----------
@@ -251,8 +255,9 @@ class PeriodMixtureFeatures(TensorProductFeatures):
     """
 
     def __init__(self, num_dims: int, num_basis: int, periods: Sequence[float], quantized: bool = True,
-                 normalize: bool = False) -> None:
+                 normalize: bool = False, center: float = 0.0) -> None:
         periods = [float(p) for p in periods]
+        self.center = float(center)
         if not periods:
             raise ValueError("periods must hold at least one period.")
         self.periods = periods
@@ -268,7 +273,7 @@ class PeriodMixtureFeatures(TensorProductFeatures):
         return torch.cat([family.mode_features(X, mode) for family in self.families])
 
     def check_inputs(self, X: torch.Tensor) -> None:
-        check_in_period(X, min(self.periods))
+        check_in_period(X, min(self.periods), self.center)
 
     def mode_inputs(self) -> list[int]:
         return self.families[0].mode_inputs()
@@ -286,4 +291,4 @@ class PeriodMixtureFeatures(TensorProductFeatures):
         PeriodMixtureFeatures
         """
         return PeriodMixtureFeatures(self.num_dims, self.num_basis, [self.periods[i] for i in indices],
-                                     quantized=self.quantized, normalize=self.normalize)
+                                     quantized=self.quantized, normalize=self.normalize, center=self.center)

@@ -28,7 +28,7 @@ from tnbayes.models.registry import register_model
 
 __all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "cross_validate_period"]
 
-#: the paper's θ set (inputs in [0, 1]; ours are centred, which leaves the model class unchanged)
+#: the paper's θ set (inputs in [0, 1])
 DEFAULT_FL_PERIODS = (10.0, 2.0, 128.0, 25.0, 64.0, 600.0, 2000.0, 1024.0)
 #: learn λ with these regularisers; "none" keeps λ at its initial value (the single-period CV baseline)
 FL_REGULARIZATIONS = REGULARIZATIONS + ("none",)
@@ -97,10 +97,10 @@ class FeatureLearningKM(CPDModelBase):
 
     Notes
     -----
-    **Inputs** are min–max scaled with the training range to [−0.5, 0.5] rather than the paper's [0, 1]: a shift
-    multiplies each Fourier feature by a unit-modulus constant, which a diagonal unitary change of every quantized
-    core absorbs, so the model class, the penalty and the ALS iterates are the same — while queries may now lie up
-    to θ_min/2 from the centre before the smallest period wraps around (``ValueError`` beyond that).
+    **Inputs** are min–max scaled with the training range to [0, 1], as in the paper. The origin matters here:
+    shifting x multiplies the features of period θ_p by phases that depend on θ_p, which one weight tensor w
+    shared by all families cannot absorb. Queries may lie up to θ_min/2 from 0.5 before the shortest period
+    wraps around (``ValueError`` beyond that).
 
     **Complex residual.** The cores are fitted to real y by complex least squares, as in QTKM, so the objective
     penalises the imaginary part of Σ_p λ_p Φ_p w as well. The λ update uses the same residual: F stacks the real
@@ -112,7 +112,7 @@ class FeatureLearningKM(CPDModelBase):
     is ignored).
     """
 
-    input_scaling = "minmax-half"
+    input_scaling = "minmax"
     _transient_attributes = ("features_",)
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 8,
@@ -177,7 +177,7 @@ class FeatureLearningKM(CPDModelBase):
     # ------------------------------------------------------------------ fitting
     def _features(self) -> PeriodMixtureFeatures:
         return PeriodMixtureFeatures(int(self.n_dims_), int(self.num_basis), self.periods_,
-                                     quantized=bool(self.quantized))
+                                     quantized=bool(self.quantized), center=0.5)
 
     def _initial_feature_weights(self, num: int) -> torch.Tensor:
         if isinstance(self.initial_weights, str) and self.initial_weights == "uniform":
