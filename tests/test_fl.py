@@ -105,6 +105,11 @@ def test_bad_parameters_are_rejected():
     model = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=2).fit(X, y)
     with pytest.raises(ValueError, match="period"):
         model.predict(np.full((1, 2), 50.0))  # farther than θ/2 from the centre of the [0, 1] training range
+    clipped = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=2, out_of_box="clip").fit(X, y)
+    edge = X.max(0, keepdims=True)
+    np.testing.assert_allclose(clipped.predict(np.full((1, 2), 50.0)), clipped.predict(edge), rtol=1e-12)
+    with pytest.raises(ValueError, match="out_of_box"):
+        tnbayes.FeatureLearningKM(out_of_box="wrap").fit(X, y)
 
 
 def test_save_load_round_trip(tmp_path):

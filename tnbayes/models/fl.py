@@ -71,6 +71,10 @@ class FeatureLearningKM(CPDModelBase):
         all epochs, as the paper).
     uncertainty : {"all_cores", "last_core", "none"}
         Laplace variant for ``posterior`` (see :class:`~tnbayes.CPDKernelMachine`), at the learned λ.
+    out_of_box : {"raise", "clip"}
+        Queries farther than θ_min/2 from the centre of the training range (where the shortest period would wrap
+        around): raise ``ValueError`` (default), or clip every query to the training range [0, 1] first (the
+        prediction is then constant beyond the range, as :class:`~tnbayes.CPDKernelMachine` does).
     chunk_size : int, optional
     seed : int
         Seed of the initial cores and λ.
@@ -120,7 +124,7 @@ class FeatureLearningKM(CPDModelBase):
                  regularization: str = "l1", nonnegative: bool = False, epochs: int = 10,
                  initial_weights: str | Sequence[float] = "uniform", quantized: bool = True,
                  noise_variance: float | None = None, tol: float = 0.0, uncertainty: str = "all_cores",
-                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
+                 out_of_box: str = "raise", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -137,6 +141,7 @@ class FeatureLearningKM(CPDModelBase):
         self.noise_variance = noise_variance
         self.tol = tol
         self.uncertainty = uncertainty
+        self.out_of_box = out_of_box
         self.chunk_size = chunk_size
         self.seed = seed
 
@@ -146,6 +151,8 @@ class FeatureLearningKM(CPDModelBase):
             raise ValueError(f"regularization must be one of {FL_REGULARIZATIONS}; got {self.regularization!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
+        if self.out_of_box not in ("raise", "clip"):
+            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
         if isinstance(self.num_basis, bool) or int(self.num_basis) != self.num_basis or int(self.num_basis) < 2:
             raise ValueError(f"num_basis must be an integer >= 2; got {self.num_basis!r}.")
         if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
@@ -307,6 +314,8 @@ class FeatureLearningKM(CPDModelBase):
     # ------------------------------------------------------------------ prediction
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
         Xs = super()._scaled_inputs(X)
+        if self.out_of_box == "clip":
+            Xs = Xs.clamp(0.0, 1.0)
         self.features_.check_inputs(Xs)
         return Xs
 
