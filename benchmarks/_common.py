@@ -56,29 +56,68 @@ def output_path(name: str, suffix: str) -> Path:
     return RESULTS_DIR / f"{name}{suffix}"
 
 
+def _from_csv(value: str):
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(value, value)
+
+
+def read_rows(path) -> list[dict]:
+    """Rows of a benchmark's ``runs.csv`` with numbers and booleans converted back (other cells stay strings)."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return [{key: _from_csv(value) for key, value in row.items()} for row in csv.DictReader(fh)]
+
+
+def write_rows(rows: list[dict], path) -> None:
+    """Write rows (dicts with the same keys) as a CSV with a header."""
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
     """Rows of ``results/<name>/runs.csv`` from an earlier run, minus the datasets being re-run.
 
     Numeric fields are converted back to numbers. Returns [] when there is no earlier run.
     """
-    import csv
-
     path = RESULTS_DIR / name / "runs.csv"
     if not path.exists():
         return []
-    rows = []
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["dataset"] in exclude_datasets:
-                continue
-            converted: dict = {}
-            for key, value in row.items():
-                try:
-                    converted[key] = int(value) if key in ("split", "n_train", "n_test", "n") else float(value)
-                except ValueError:
-                    converted[key] = value
-            rows.append(converted)
-    return rows
+    return [row for row in read_rows(path) if row["dataset"] not in exclude_datasets]
+
+
+def random_split(name: str, k: int, test_fraction: float):
+    """All rows of a tnbayes dataset split at random (``numpy.random.default_rng(k)``) → Xtr, ytr, Xte, yte."""
+    import numpy as np
+
+    from tnbayes import datasets
+
+    first = datasets.load(name, split=0)
+    X = np.vstack([first.X_train, first.X_test])
+    y = np.concatenate([first.y_train, first.y_test])
+    perm = np.random.default_rng(k).permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = perm[:n_test], perm[n_test:]
+    return X[train], y[train], X[test], y[test]
+
+
+def airline_split(n_train: int | None = None):
+    """The fixed airline split (optionally only the first ``n_train`` training rows) → Xtr, ytr, Xte, yte."""
+    from tnbayes import datasets
+
+    split = datasets.load("airline")
+    Xtr, ytr = split.X_train, split.y_train
+    if n_train:
+        Xtr, ytr = Xtr[:n_train], ytr[:n_train]
+    return Xtr, ytr, split.X_test, split.y_test
 
 
 def tt_rank_cell(model) -> str:

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
-from tnbayes import CPDKernelMachine, datasets, metrics
+from benchmarks._common import airline_split, header, output_path
+from tnbayes import CPDKernelMachine, metrics
 
 
 def main(argv: list[str]) -> int:
@@ -30,10 +30,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sweeps", type=int, default=4)
     parser.add_argument("--n-train", type=int, default=None, help="use only the first n training rows")
     args = parser.parse_args(argv)
-    split = datasets.load("airline")
-    Xtr, ytr, Xte, yte = split.X_train, split.y_train, split.X_test, split.y_test
-    if args.n_train:
-        Xtr, ytr = Xtr[: args.n_train], ytr[: args.n_train]
+    Xtr, ytr, Xte, yte = airline_split(args.n_train)
     var = float(np.var(ytr))
     lines = ["| R | N train | N test | test MSE (std. y) | NLPD | 95% coverage | fit s | sweeps run | objective per sweep |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -24,12 +24,11 @@ Both models run in the same process, one after the other, so the time ratio is m
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
+from benchmarks._common import header, output_path, random_split, read_rows, write_rows
 from tnbayes import FeatureLearningKM, datasets
 from tnbayes.models.fl import DEFAULT_FL_PERIODS, cross_validate_period
 
@@ -48,23 +47,13 @@ PAPER_ORDER = ("airfoil", "concrete", "energy", "wine", "yacht")
 ALPHA, BETA, EPOCHS = 0.01, 0.1, 10
 
 
-def _split(name: str, k: int):
-    first = datasets.load(SETS[name][0], split=0)
-    X = np.vstack([first.X_train, first.X_test])
-    y = np.concatenate([first.y_train, first.y_test])
-    perm = np.random.default_rng(k).permutation(len(y))
-    n_test = int(round(0.2 * len(y)))
-    test, train = perm[:n_test], perm[n_test:]
-    return X[train], y[train], X[test], y[test]
-
-
 def _mse(model, X, y, mean: float, std: float) -> float:
     return float(np.mean(((model.predict(X) - y) / std) ** 2))
 
 
 def _run(name: str, k: int, regularization_table: bool, baseline: bool = True) -> list[dict]:
     _, M, R = SETS[name]
-    Xtr, ytr, Xte, yte = _split(name, k)
+    Xtr, ytr, Xte, yte = random_split(SETS[name][0], k, 0.2)
     mean, std = float(np.mean(ytr)), float(np.std(ytr))
     # a few test rows lie far beyond the training range (wine: up to 1.2 ranges); they are clipped to it
     common = dict(rank=R, num_basis=M, alpha=ALPHA, epochs=EPOCHS, out_of_box="clip")
@@ -142,25 +131,13 @@ def _table1(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _read_rows(path) -> list[dict]:
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        row["split"], row["active"] = int(row["split"]), float(row["active"])
-        row["mse"], row["seconds"] = float(row["mse"]), float(row["seconds"])
-        row["nonnegative"] = row["nonnegative"] == "True"
-    return rows
-
-
-def _summarize(path) -> int:
-    """Tables from a (possibly partial) runs.csv: which splits of which sets it holds is stated."""
-    rows = [row for one in str(path).split(",") for row in _read_rows(one)]
+def _tables(rows: list[dict], source: str) -> str:
+    """Markdown of the tables these rows support (Table 2 when they hold the baseline, Table 1 when they hold
+    the other regularisers), with which splits of which sets they cover."""
     counts = {n: len({r["split"] for r in rows if r["dataset"] == n}) for n in SETS if any(r["dataset"] == n for r in rows)}
     coverage = ", ".join(f"{n} {c} splits" for n, c in counts.items())
+    protocol = f"see the module docstring of benchmarks/fl_table2.py; rows in {source} ({coverage})"
     has_baseline = any(r["model"] == "CV" for r in rows)
-    name = ("fl_table2" if has_baseline else "fl_regularization") + (
-        "" if len(counts) == len(SETS) and all(c == 10 for c in counts.values()) else "_partial")
-    protocol = f"see the module docstring of benchmarks/fl_table2.py; rows from {path} ({coverage})"
     parts = []
     if has_baseline:
         parts.append(header("FL vs cross-validated single-period model (FL paper, Table 2)", protocol) +
@@ -168,7 +145,16 @@ def _summarize(path) -> int:
     if any(r["regularization"] != "l1" and r["model"] == "FL" for r in rows):
         title = "Regularisation of λ (FL paper, Table 1; mean test MSE, ours / paper)"
         parts.append((header(title, protocol) if not has_baseline else f"## {title}\n\n") + "\n".join(_table1(rows)))
-    text = "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + "\n"
+
+
+def _summarize(path: str) -> int:
+    """Write the tables from saved runs.csv files (comma-separated; e.g. a stopped run plus a later one)."""
+    rows = [row for one in str(path).split(",") for row in read_rows(one)]
+    complete = {n for n in SETS if len({r["split"] for r in rows if r["dataset"] == n}) == 10} == set(SETS)
+    name = ("fl_table2" if any(r["model"] == "CV" for r in rows) else "fl_regularization") + \
+        ("" if complete else "_partial")
+    text = _tables(rows, path)
     output_path(name, ".md").write_text(text)
     print(text)
     return 0
@@ -197,21 +183,12 @@ def main(argv: list[str]) -> int:
     folder = output_path(name, "")
     folder.mkdir(exist_ok=True)
     rows: list[dict] = []
-    protocol = ("see the module docstring of benchmarks/fl_table2.py; per-split rows in results/" + name +
-                f"/runs.csv; {args.splits} splits")
     for dataset in args.only:
         for k in range(args.splits):
             rows.extend(_run(dataset, k, args.regularization, baseline=not args.no_baseline))
+            write_rows(rows, folder / "runs.csv")
+            text = _tables(rows, f"results/{name}/runs.csv")
+            output_path(name, ".md").write_text(text)  # rewritten after every split
             print(f"{dataset} split {k} done", flush=True)
-            with open(folder / "runs.csv", "w", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-            text = header("FL vs cross-validated single-period model (FL paper, Table 2)", protocol) + \
-                ("\n".join(_table2(rows)) if not args.no_baseline else "(baseline not run: --no-baseline)")
-            if args.regularization:
-                text += ("\n\n## Regularisation of λ (FL paper, Table 1; mean test MSE, ours / paper)\n\n" +
-                         "\n".join(_table1(rows)))
-            output_path(name, ".md").write_text(text + "\n")  # rewritten after every split
     print(text, flush=True)
     return 0

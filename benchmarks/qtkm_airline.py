@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
-from tnbayes import QTKM, TKM, datasets, metrics
+from benchmarks._common import airline_split, header, output_path
+from tnbayes import QTKM, TKM, metrics
 
 NUM_BASIS, PERIOD, PENALTY = 64, 10.0, 1e-10
 
@@ -34,10 +34,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sweeps", type=int, default=25)
     parser.add_argument("--n-train", type=int, default=None, help="use only the first n training rows")
     args = parser.parse_args(argv)
-    split = datasets.load("airline")
-    Xtr, ytr, Xte, yte = split.X_train, split.y_train, split.X_test, split.y_test
-    if args.n_train:
-        Xtr, ytr = Xtr[: args.n_train], ytr[: args.n_train]
+    Xtr, ytr, Xte, yte = airline_split(args.n_train)
     var = float(np.var(ytr))
     name = "qtkm_airline" if not args.n_train else f"qtkm_airline_{args.n_train}"
     lines = ["| model | R | parameters | test MSE (std. y) | NLPD (minutes) | 95% coverage | fit s | s / sweep | "

@@ -20,13 +20,12 @@ coverage of the Laplace predictive (``uncertainty="all_cores"``).
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
-from tnbayes import QTKM, TKM, datasets, metrics
+from benchmarks._common import header, output_path, random_split, read_rows, write_rows
+from tnbayes import QTKM, TKM, metrics
 
 DATASETS = ("yacht", "airfoil", "concrete", "energy", "wine-red")
 TKM_RANKS = (2, 4, 8, 16)
@@ -35,24 +34,15 @@ NUM_BASIS = 16
 MAX_SWEEPS = 50
 
 
-def _split(name: str, k: int):
-    first = datasets.load(name, split=0)
-    X = np.vstack([first.X_train, first.X_test])
-    y = np.concatenate([first.y_train, first.y_test])
-    perm = np.random.default_rng(k).permutation(len(y))
-    n_test = int(round(0.1 * len(y)))
-    test, train = perm[:n_test], perm[n_test:]
-    return X[train], y[train], X[test], y[test]
-
-
-def _run(name: str, splits: int, done: list[dict], on_split) -> list[dict]:
-    rows = []
+def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split) -> None:
+    """Append the rows of every split of ``name`` to ``rows`` (those in ``done`` are reused); ``on_split()``
+    after each split."""
     for k in range(splits):
         previous = [r for r in done if r["dataset"] == name and int(r["split"]) == k]
         if previous:  # resumed from an earlier (interrupted) run of this same script
             rows.extend(previous)
             continue
-        Xtr, ytr, Xte, yte = _split(name, k)
+        Xtr, ytr, Xte, yte = random_split(name, k, 0.1)
         # test inputs outside the training range are allowed up to P/2 (checked by the model)
         scale = float(np.std(ytr))
         shared = None
@@ -76,27 +66,7 @@ def _run(name: str, splits: int, done: list[dict], on_split) -> list[dict]:
                              "penalty": model.penalty_, "period": model.period_, "seconds": seconds})
             print(f"{name} split {k} R_TKM {tkm_rank}: TKM {rows[-2]['mse']:.4f} QTKM {rows[-1]['mse']:.4f} "
                   f"(λ {shared['penalty']:g}, P {shared['period']:g})", flush=True)
-        on_split(rows)
-    return rows
-
-
-_NUMERIC = ("split", "rank", "parameters", "mse", "nlpd", "coverage_95", "penalty", "period", "seconds")
-
-
-def _read_rows(path) -> list[dict]:
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        for key in _NUMERIC:
-            row[key] = int(row[key]) if key in ("split", "rank", "parameters") else float(row[key])
-    return rows
-
-
-def _write_rows(rows: list[dict], path) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        on_split()
 
 
 def _summary(rows: list[dict]) -> list[str]:
@@ -162,17 +132,10 @@ def main(argv: list[str]) -> int:
     name = "qtkm_uci" if args.splits == 10 and list(args.only) == list(DATASETS) else "qtkm_uci_partial"
     folder = output_path(name, "")
     folder.mkdir(exist_ok=True)
-    done = _read_rows(args.resume) if args.resume else []
-    finished: list[dict] = []
-
-    def checkpoint(current: list[dict]) -> None:
-        _write_rows(finished + current, folder / "runs.csv")
-
-    rows = []
+    done = read_rows(args.resume) if args.resume else []
+    rows: list[dict] = []
     for dataset in args.only:
-        rows.extend(_run(dataset, args.splits, done, checkpoint))
-        finished = list(rows)
-    _write_rows(rows, folder / "runs.csv")
+        _run(dataset, args.splits, done, rows, lambda: write_rows(rows, folder / "runs.csv"))
     protocol = "see the module docstring of benchmarks/qtkm_uci.py; per-split rows in results/" + name + "/runs.csv"
     text = header("QTKM vs TKM at equal parameter counts (UCI)", protocol) + "\n".join(_summary(rows)) + \
         f"\n\nFigure (test MSE against the number of parameters): {name}.png\n"

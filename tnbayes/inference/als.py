@@ -300,7 +300,8 @@ class CPDALS:
             memory_budget = available_memory_bytes(self.device) // 4
         self._groups = self._input_groups(group_inputs, itemsize, memory_budget)
         self._group_of_mode = {k: group for group in self._groups.values() for k in group.modes}
-        self._cross: tuple[int, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor] | None = None
+        # C and t of the last column: ((column, active components), the other cores they were built from, C, t)
+        self._cross: tuple[tuple, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor] | None = None
         cache_bytes = features.num_modes * num_components * X.shape[0] * self.rank * itemsize
         # the projection cache only serves the per-row accumulation
         self.caches_projections = (cache_bytes <= memory_budget
@@ -435,8 +436,8 @@ class CPDALS:
         with c^p_n the product of the projections of every core *not* on the group's column (cached while those
         cores are unchanged)."""
         others = tuple(self.factors[k] for k in range(self.features.num_modes) if k not in group.modes)
-        others = others + (self.active_components,)
-        if (self._cross is not None and self._cross[0] == group.column and len(self._cross[1]) == len(others)
+        key = (group.column, self.active_components)
+        if (self._cross is not None and self._cross[0] == key
                 and all(a is b for a, b in zip(self._cross[1], others))):
             return self._cross[2], self._cross[3]
         self._cross = None  # free the previous column's statistics first
@@ -474,7 +475,7 @@ class CPDALS:
                 cross[value].addmm_(part.mH, part)
         cross = cross.reshape(U, P, R, P, R).permute(0, 1, 3, 2, 4)
         target = target.reshape(U, P, R)
-        self._cross = (group.column, others, cross, target)
+        self._cross = (key, others, cross, target)
         return cross, target
 
     def _grouped_normal_equations(self, mode: int) -> CoreSystem:

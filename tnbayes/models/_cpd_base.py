@@ -49,11 +49,43 @@ class CPDModelBase(BaseModel):
 
     _given_or_estimated_noise: float | None = None
 
-    def _factor_list(self) -> list[torch.Tensor]:  # pragma: no cover - abstract
+    def _features(self) -> TensorProductFeatures:  # pragma: no cover - abstract
+        """The fitted feature map, rebuilt from the fitted attributes (``features_`` is not saved)."""
         raise NotImplementedError
 
-    def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:
+        """Keep the cores as ``factors_``: stacked row-wise, shape (Σ_k M_k, R) (cores may differ in size)."""
+        self.factors_ = torch.cat(list(factors), dim=0)
+
+    def _factor_list(self) -> list[torch.Tensor]:
+        return list(torch.split(self.factors_, self.features_.mode_sizes, dim=0))
+
+    def cores(self) -> list[torch.Tensor]:
+        """The fitted CPD cores, one per mode.
+
+        Returns
+        -------
+        list of torch.Tensor of shape (M_k, R)
+            In the feature map's mode order (quantized maps: all factors of input 0, then input 1, …).
+        """
+        self._check_fitted("cores")
+        return [core.clone() for core in self._factor_list()]
+
+    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
+        """Scaled queries as the feature map should see them (default unchanged; ``out_of_box="clip"`` models clip)."""
+        return X
+
+    def _check_queries(self, X: torch.Tensor) -> None:
+        """Raise ``ValueError`` for scaled queries the feature map cannot represent."""
+        self.features_.check_inputs(X)
+
+    def _scaled_inputs(self, X) -> torch.Tensor:
+        Xs = self._clip_queries(super()._scaled_inputs(X))
+        self._check_queries(Xs)
+        return Xs
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        self.features_ = self._features()
 
     # ------------------------------------------------------------------ fitting
     def _component_weights(self) -> torch.Tensor | None:

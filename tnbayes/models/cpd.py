@@ -333,28 +333,25 @@ class CPDKernelMachine(CPDModelBase):
         self.factors_ = torch.stack(list(factors))
 
     # ------------------------------------------------------------------ prediction
-    def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
-        Xs = super()._scaled_inputs(X)
-        if self.out_of_box == "clip":
-            center = self.box_center_.to(Xs)
-            half_range = self.data_half_range_.to(Xs)
-            Xs = torch.maximum(torch.minimum(Xs, center + half_range), center - half_range)
+    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
+        if self.out_of_box != "clip":
+            return X
+        center, half_range = self.box_center_.to(X), self.data_half_range_.to(X)
+        return torch.maximum(torch.minimum(X, center + half_range), center - half_range)
+
+    def _check_queries(self, X: torch.Tensor) -> None:
         try:
-            self.features_.check_inputs(Xs)
+            super()._check_queries(X)
         except ValueError as err:
             raise ValueError(
                 f"{err} (in standardised units). The CPD model's Hilbert basis only represents inputs inside "
                 f"the box it was fitted with; refit with a larger boundary factor c to predict further out."
             ) from None
-        return Xs
 
     def _factor_list(self) -> list[torch.Tensor]:
         return list(self.factors_.unbind(0))
 
     # ------------------------------------------------------------------ persistence
-    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        self.features_ = self._features()
-
     def input_box(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corner of the region the fitted basis can represent, in the units of X.
 

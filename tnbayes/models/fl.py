@@ -234,7 +234,7 @@ class FeatureLearningKM(CPDModelBase):
             stacked = torch.cat([per_family.real, per_family.imag])  # (2N, P): the complex residual's real form
             gram, rhs = stacked.T @ stacked, stacked[: engine.X.shape[0]].T @ engine.y
             yy = float(engine.y @ engine.y)
-            solution = solve_mixture_weights(None, None, regularization if regularization != "none" else "l2", beta,
+            solution = solve_mixture_weights(None, None, regularization, beta,
                                              nonnegative=bool(self.nonnegative), start=lam, gram=gram, rhs=rhs, yy=yy,
                                              max_iter=FISTA_MAX_ITER, tol=1e-10)
             current = mixture_weight_objective(gram, rhs, yy, lam, regularization, beta)
@@ -246,33 +246,14 @@ class FeatureLearningKM(CPDModelBase):
 
         features = self.features_
         rank = int(self.rank) if self.rank is not None else self._auto_rank(X.shape[0], features)
-        reference = float(self.noise_variance) if self.noise_variance is not None else None
         engine = self._fit_cpd(features, X, y, [rank], alpha, None, component_weights=weights,
                                between_sweeps=update_feature_weights if learn else None,
                                max_sweeps=int(self.epochs))
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
-        if reference is not None:
-            self.noise_variance_ = reference
 
     def _component_weights(self) -> torch.Tensor:
         return self.feature_weights_
-
-    def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:
-        self.factors_ = torch.cat(list(factors), dim=0)
-
-    def _factor_list(self) -> list[torch.Tensor]:
-        return list(torch.split(self.factors_, self.features_.mode_sizes, dim=0))
-
-    def cores(self) -> list[torch.Tensor]:
-        """The fitted quantized CPD cores.
-
-        Returns
-        -------
-        list of torch.Tensor of shape (M_k, R)
-        """
-        self._check_fitted("cores")
-        return [core.clone() for core in self._factor_list()]
 
     def feature_importances(self) -> dict[float, float]:
         """λ per period θ.
@@ -311,16 +292,8 @@ class FeatureLearningKM(CPDModelBase):
         ax.set_title(f"FL feature weights ({self.regularization}{', λ ≥ 0' if self.nonnegative else ''})")
         return ax
 
-    # ------------------------------------------------------------------ prediction
-    def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
-        Xs = super()._scaled_inputs(X)
-        if self.out_of_box == "clip":
-            Xs = Xs.clamp(0.0, 1.0)
-        self.features_.check_inputs(Xs)
-        return Xs
-
-    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        self.features_ = self._features()
+    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
+        return X.clamp(0.0, 1.0) if self.out_of_box == "clip" else X
 
 
 FLModel = FeatureLearningKM

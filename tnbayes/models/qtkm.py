@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from tnbayes._validation import ArrayLike
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows
 from tnbayes.inference import FourierPolynomialFeatures
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
@@ -342,23 +341,6 @@ class QTKM(CPDModelBase):
         ranks = [int(self.rank)] if self.rank is not None else list(self._auto_ranks)
         self._fit_cpd(self.features_, X, y, ranks, engine_penalty, self._given_or_estimated_noise)
 
-    def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:
-        self.factors_ = torch.cat(list(factors), dim=0)
-
-    def _factor_list(self) -> list[torch.Tensor]:
-        return list(torch.split(self.factors_, self.features_.mode_sizes, dim=0))
-
-    def cores(self) -> list[torch.Tensor]:
-        """The fitted CPD cores, one per mode.
-
-        Returns
-        -------
-        list of torch.Tensor of shape (M_k, R)
-            D·K cores of size q_m (QTKM) or D cores of size M (TKM), input-major.
-        """
-        self._check_fitted("cores")
-        return [core.clone() for core in self._factor_list()]
-
     def weight_tensor(self, dim: int = 0) -> torch.Tensor:
         """The dense coefficient vector of one input's features for D = 1 models (the recovered spectrum).
 
@@ -376,15 +358,6 @@ class QTKM(CPDModelBase):
             raise ValueError(f"weight_tensor needs a model with one input; this one has {self.n_dims_}.")
         # Σ_r Π_m core_m[b_m, r] with digit 1 (core 0) varying fastest: kron_rows over the R columns
         return kron_rows([core.T for core in self._factor_list()]).sum(0)
-
-    # ------------------------------------------------------------------ prediction
-    def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
-        Xs = super()._scaled_inputs(X)
-        self.features_.check_inputs(Xs)
-        return Xs
-
-    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        self.features_ = self._features()
 
 
 class TKM(QTKM):
