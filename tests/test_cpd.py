@@ -407,6 +407,9 @@ def test_grouped_normal_equations_equal_per_row_accumulation(kind):
     for fa, fb in zip(per_row.factors, grouped.factors):
         torch.testing.assert_close(fa, fb, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(per_row.sweep_objectives, grouped.sweep_objectives, rtol=1e-10)
+    # predictions on the training rows are gathered from per-value tables when grouped
+    torch.testing.assert_close(grouped.predict(grouped.X), per_row.predict(per_row.X), rtol=1e-9, atol=1e-11)
+    assert grouped.objective() == pytest.approx(per_row.objective(), rel=1e-10)
 
 
 def test_group_inputs_is_validated():
@@ -433,3 +436,27 @@ def test_summed_core_variances_equal_per_core_design_solves():
         expected += torch.linalg.solve_triangular(chol, design.mH, upper=False).abs().square().sum(0)
     got = summed_core_variances(feats, engine.factors, modes, chols, X[:50], chunk_size=17)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("group_inputs", [False, "auto"])
+def test_partial_products_give_the_same_sweeps(group_inputs):
+    """Prefix/suffix products of the cached projections (O(K) per sweep) give the same cores as recomputing
+    ⊙_{k≠d} for every update — with core normalisation, several components and partly grouped inputs."""
+    from tnbayes.inference import FourierPolynomialFeatures
+    from tnbayes.models.fl import PeriodMixtureFeatures
+
+    X, y = _discrete_data(300, 3, [4, 50, 300])
+    for feats, weights in ((FourierPolynomialFeatures(3, 8, period=2.0, quantized=True), None),
+                           (PeriodMixtureFeatures(3, 8, (1.5, 3.0, 7.0), center=0.0), (0.6, 0.0, -0.3))):
+        engines = []
+        for keep in (False, True):
+            engine = CPDALS(feats, X, y, 3, 0.05, component_weights=weights, seed=2, group_inputs=group_inputs)
+            assert engine.caches_projections and engine.keeps_partial_products
+            engine.keeps_partial_products = keep
+            engine.run(3, tol=0.0)
+            engine.set_component_weights((0.5, 0.2, 0.1) if weights else (1.0,))  # changes the active support
+            engine.run(1, tol=0.0)
+            engines.append(engine)
+        for fa, fb in zip(engines[0].factors, engines[1].factors):
+            torch.testing.assert_close(fa, fb, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(engines[0].history, engines[1].history, rtol=1e-10)

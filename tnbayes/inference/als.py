@@ -157,7 +157,7 @@ def product_except(projections: torch.Tensor, mode: int) -> torch.Tensor:
 
 def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, mode: int,
                   component_weights: torch.Tensor | None = None, *, projections: torch.Tensor | None = None,
-                  dtype: torch.dtype | None = None) -> torch.Tensor:
+                  others: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Design matrix of core ``mode``: row n is ``Σ_p c_p φ^p_d(x_n) ⊗ ⊙_{k≠d} φ^p_k(x_n) W_k``.
 
     Parameters
@@ -170,6 +170,8 @@ def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tenso
         Mixture coefficients (default ones).
     projections : torch.Tensor of shape (K, P, n, R), optional
         Precomputed :func:`mode_projections` of ``X``.
+    others : torch.Tensor of shape (P, n, R), optional
+        Precomputed ``⊙_{k≠mode}`` of the projections (the engine keeps prefix/suffix products).
     dtype : torch.dtype, optional
 
     Returns
@@ -178,9 +180,10 @@ def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tenso
         Column index m·R + r (row-major ``vec`` of the core).
     """
     dtype = factors[0].dtype if dtype is None else dtype
-    if projections is None:
-        projections = mode_projections(features, factors, X, dtype=dtype)
-    others = product_except(projections, mode)  # (P, n, R)
+    if others is None:
+        if projections is None:
+            projections = mode_projections(features, factors, X, dtype=dtype)
+        others = product_except(projections, mode)  # (P, n, R)
     phi = features.mode_features(X, mode).to(dtype)  # (P, n, M)
     if component_weights is None:
         component_weights = torch.ones(phi.shape[0], dtype=dtype, device=phi.device)
@@ -256,6 +259,12 @@ class CPDALS:
         Objective at the end of every sweep.
     last_system : CoreSystem or None
         Normal equations of the most recently updated core (what a Laplace approximation needs).
+    caches_projections : bool
+        Whether the per-row projections φ^p_k(x_n) W_k of every core are kept (K·P·N·R numbers; only when
+        some core is accumulated per row and they fit in ``memory_budget``).
+    keeps_partial_products : bool
+        Whether prefix and suffix products of those projections are kept as well (3× the cache), which
+        makes a sweep O(K) instead of O(K²) Hadamard products over the data.
     """
 
     def __init__(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
@@ -302,6 +311,8 @@ class CPDALS:
         self._group_of_mode = {k: group for group in self._groups.values() for k in group.modes}
         # C and t of the last column: ((column, active components), the other cores they were built from, C, t)
         self._cross: tuple[tuple, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor] | None = None
+        # per grouped column: (key, its cores, ⊙ of their projections at the column's distinct values)
+        self._tables: dict[int, tuple[tuple, tuple[torch.Tensor, ...], torch.Tensor]] = {}
         cache_bytes = features.num_modes * num_components * X.shape[0] * self.rank * itemsize
         # the projection cache only serves the per-row accumulation
         self.caches_projections = (cache_bytes <= memory_budget
@@ -323,6 +334,11 @@ class CPDALS:
         self.sweep_objectives: list[float] = []
         self.last_system: CoreSystem | None = None
         self._projections = self._all_projections() if self.caches_projections else None
+        self.keeps_partial_products = self.caches_projections and 3 * cache_bytes <= memory_budget
+        # prefix[j] = ⊙_{k<j} and suffix[j] = ⊙_{k>j} of the cached projections (None: to be rebuilt); index 0 of
+        # prefix and K−1 of suffix are the empty product and never stored
+        self._prefix: list[torch.Tensor | None] = [None] * features.num_modes
+        self._suffix: list[torch.Tensor | None] = [None] * features.num_modes
         self.history.append(self.objective())
 
     # ------------------------------------------------------------------ set-up helpers
@@ -387,6 +403,7 @@ class CPDALS:
             self._cross = None
             if getattr(self, "_projections", None) is not None:
                 self._projections = self._all_projections()
+                self._projections_changed(0, self.features.num_modes - 1)
 
     def _chunks(self, n: int | None = None) -> Iterator[slice]:
         n = self.X.shape[0] if n is None else n
@@ -409,8 +426,45 @@ class CPDALS:
         ``rows`` selects rows of ``X`` (default all — mind the memory for large inputs).
         """
         rows = slice(0, X.shape[0]) if rows is None else rows
+        if self._projections is not None and X is self.X and self.keeps_partial_products:
+            return design_matrix(self.active_features, self.factors, X[rows], mode, self.active_weights,
+                                 others=self._product_except(mode)[:, rows], dtype=self.dtype)
         return design_matrix(self.active_features, self.factors, X[rows], mode, self.active_weights,
                              projections=self._projections_for(rows, X), dtype=self.dtype)
+
+    def _product_except(self, mode: int) -> torch.Tensor:
+        """``⊙_{k≠mode}`` of the cached projections of all training rows → (P, N, R), as prefix ⊙ suffix.
+
+        Prefix products Π_{k<j} and suffix products Π_{k>j} are kept and only the ones a changed core
+        invalidates are rebuilt, so a sweep 0 … K−1 … 1 costs O(K) Hadamard products instead of O(K²).
+        """
+        K = self.features.num_modes
+        if K == 1:
+            return torch.ones_like(self._projections[0])
+        prefix, suffix = self._prefix, self._suffix
+        start = mode
+        while start > 0 and prefix[start] is None:
+            start -= 1
+        for j in range(start + 1, mode + 1):  # prefix[j] = prefix[j−1] ⊙ projection[j−1]
+            prefix[j] = self._projections[0] if j == 1 else prefix[j - 1] * self._projections[j - 1]
+        end = mode
+        while end < K - 1 and suffix[end] is None:
+            end += 1
+        for j in range(end - 1, mode - 1, -1):  # suffix[j] = projection[j+1] ⊙ suffix[j+1]
+            suffix[j] = self._projections[K - 1] if j == K - 2 else self._projections[j + 1] * suffix[j + 1]
+        if mode == 0:
+            return suffix[0]
+        if mode == K - 1:
+            return prefix[K - 1]
+        return prefix[mode] * suffix[mode]
+
+    def _projections_changed(self, *modes: int) -> None:
+        """Invalidate the prefix/suffix products that depend on the projections of ``modes``."""
+        K = self.features.num_modes
+        for j in range(min(modes) + 1, K):
+            self._prefix[j] = None
+        for j in range(0, max(modes)):
+            self._suffix[j] = None
 
     def normal_equations(self, mode: int) -> CoreSystem:
         """AᴴA, Aᴴy and the penalty matrix of core ``mode``, accumulated over row chunks (or distinct input
@@ -431,6 +485,35 @@ class CPDALS:
         """``φ^p_k(u) W_k`` at the distinct values of the mode's column → (P, U, R)."""
         return self.active_features.mode_features(group.representatives, mode).to(self.dtype) @ self.factors[mode]
 
+    def _column_table(self, group: _InputGroup) -> torch.Tensor:
+        """``⊙_{k reads the column} φ^p_k(u) W_k`` at the column's distinct values → (P, U, R), cached while the
+        column's cores and the active components are unchanged."""
+        key = (self.active_components, tuple(id(self.factors[k]) for k in group.modes))
+        cached = self._tables.get(group.column)
+        if cached is not None and cached[0] == key and all(a is self.factors[k] for a, k in zip(cached[1], group.modes)):
+            return cached[2]
+        table = self._value_projections(group, group.modes[0])
+        for k in group.modes[1:]:
+            table = table * self._value_projections(group, k)
+        self._tables[group.column] = (key, tuple(self.factors[k] for k in group.modes), table)
+        return table
+
+    def _row_product(self, rows: torch.Tensor | slice, *, skip_column: int | None = None) -> torch.Tensor:
+        """``⊙_k φ^p_k(x_n) W_k`` over every core (except those on ``skip_column``) for training rows ``rows``
+        → (P, n, R); grouped columns are gathered from their value tables, the others computed per row."""
+        index = torch.arange(self.X.shape[0], device=self.device)[rows] if isinstance(rows, slice) else rows
+        P = self.active_features.num_components
+        product = torch.ones(P, index.numel(), self.rank, dtype=self.dtype, device=self.device)
+        for column, group in self._groups.items():
+            if column != skip_column:
+                product = product * self._column_table(group)[:, group.inverse[index]]
+        skipped = self._groups[skip_column].modes if skip_column in self._groups else ()
+        for k in range(self.features.num_modes):
+            if k not in self._group_of_mode and k not in skipped:
+                product = product * (self.active_features.mode_features(self.X[index], k).to(self.dtype)
+                                     @ self.factors[k])
+        return product
+
     def _cross_statistics(self, group: _InputGroup) -> tuple[torch.Tensor, torch.Tensor]:
         """``C_u[p, q] = Σ_{n∈u} c̄^p_n (c^q_n)ᵀ`` → (U, P, P, R, R) and ``t_u[p] = Σ_{n∈u} c̄^p_n y_n`` → (U, P, R),
         with c^p_n the product of the projections of every core *not* on the group's column (cached while those
@@ -442,36 +525,19 @@ class CPDALS:
             return self._cross[2], self._cross[3]
         self._cross = None  # free the previous column's statistics first
         P, R, U = self.active_features.num_components, self.rank, group.representatives.shape[0]
-        tables = []  # per other grouped column: (P, U_c, R) product of its cores at its distinct values
-        direct = []  # other modes on ungrouped columns: projections per row
-        for other in self._groups.values():
-            if other.column == group.column:
-                continue
-            table = torch.ones(P, other.representatives.shape[0], self.rank, dtype=self.dtype, device=self.device)
-            for k in other.modes:
-                table = table * self._value_projections(other, k)
-            tables.append((other.inverse, table))
-        for k in range(self.features.num_modes):
-            if k not in group.modes and k not in self._group_of_mode:
-                direct.append(k)
         width = P * R
         cross = torch.zeros(U, width, width, dtype=self.dtype, device=self.device)
         target = torch.zeros(U, width, dtype=self.dtype, device=self.device)
         n = self.X.shape[0]
         # rows sorted by the column's value, so each distinct value is a contiguous segment: C_u = B_uᴴ B_u by GEMM
+        # (one per segment; outer products added with index_add_ were slower: memory-bound)
         for start in range(0, n, self.chunk_size):
             rows = group.order[start:start + self.chunk_size]
-            product = torch.ones(P, len(rows), R, dtype=self.dtype, device=self.device)
-            for inverse, table in tables:
-                product = product * table[:, inverse[rows]]
-            for k in direct:
-                product = product * (self.active_features.mode_features(self.X[rows], k).to(self.dtype)
-                                     @ self.factors[k])
-            block = product.transpose(0, 1).reshape(len(rows), width)  # row n: vec(c^p_n) over (p, r)
-            values, counts = torch.unique_consecutive(group.inverse[rows], return_counts=True)
-            weighted = block.conj() * self.y[rows].to(self.dtype).unsqueeze(-1)
-            target.index_add_(0, values, torch.stack([part.sum(0) for part in weighted.split(counts.tolist())]))
-            for value, part in zip(values.tolist(), block.split(counts.tolist())):
+            block = self._row_product(rows, skip_column=group.column).transpose(0, 1).reshape(len(rows), width)
+            values = group.inverse[rows]
+            target.index_add_(0, values, block.conj() * self.y[rows].to(self.dtype).unsqueeze(-1))
+            segments, counts = torch.unique_consecutive(values, return_counts=True)
+            for value, part in zip(segments.tolist(), block.split(counts.tolist())):
                 cross[value].addmm_(part.mH, part)
         cross = cross.reshape(U, P, R, P, R).permute(0, 1, 3, 2, 4)
         target = target.reshape(U, P, R)
@@ -541,6 +607,7 @@ class CPDALS:
         for rows in self._chunks():
             features = self.active_features.mode_features(self.X[rows], mode).to(self.dtype)
             self._projections[mode, :, rows] = features @ self.factors[mode]
+        self._projections_changed(mode)
 
     def _move_column_norms(self, source: int, target: int) -> None:
         norms = torch.linalg.vector_norm(self.factors[source], dim=0)
@@ -550,6 +617,7 @@ class CPDALS:
         if self._projections is not None:
             self._projections[source] /= norms
             self._projections[target] *= norms
+            self._projections_changed(source, target)
         self.last_system = None  # the stored system refers to the unnormalised core
 
     # ------------------------------------------------------------------ sweeps
@@ -619,7 +687,10 @@ class CPDALS:
 
     def predict_rows(self, X: torch.Tensor, rows: slice) -> torch.Tensor:
         """f(X[rows]) (complex for complex features) → shape (n,)."""
-        active = self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)  # (n, P_active)
+        if X is self.X and self._groups and self._projections is None:
+            active = self._row_product(rows).sum(-1).transpose(0, 1)  # (n, P_active)
+        else:
+            active = self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)
         return active @ self.active_weights.to(self.dtype)
 
     def component_predictions(self, X: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
