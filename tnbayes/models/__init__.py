@@ -7,6 +7,7 @@ from tnbayes.models.fl import FeatureLearningKM, FLModel
 from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
+from tnbayes.models.rffnet import RFFNet, RFFNetClassifier, RFFNetModule
 from tnbayes.models.tnkf import TNKF, TNKFClassifier
 
 __all__ = [
@@ -15,6 +16,9 @@ __all__ = [
     "FeatureLearningKM",
     "FLModel",
     "QTKM",
+    "RFFNet",
+    "RFFNetClassifier",
+    "RFFNetModule",
     "TKM",
     "TNKF",
     "TNKFClassifier",
