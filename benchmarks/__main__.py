@@ -19,6 +19,7 @@ ENTRIES = {
     "qtkm_airline": "benchmarks.qtkm_airline",
     "fl_table2": "benchmarks.fl_table2",
     "engine_grouping": "benchmarks.engine_grouping",
+    "rffnet_table2": "benchmarks.rffnet_table2",
     "tnkf_sinc": "benchmarks.tnkf_sinc",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",

@@ -1,4 +1,6 @@
-"""CPDKernelMachine (T-KRR with Laplace uncertainty) calibration on the fixed 20 UCI splits, next to ExactGP.
+"""Calibration of a posterior model on the fixed 20 UCI splits, next to ExactGP (default: CPDKernelMachine).
+
+``--model rffnet`` runs RFFNet with its defaults (Bayesian last layer) instead, into ``rffnet_uci_calibration``.
 
 Protocol: the same fixed ``uci_gal`` splits as ``exact_gp_uci``; ``CPDKernelMachine()`` with its defaults
 (automatic rank 10/20/40, ℓ/σ_f²/σ² from an exact-GP marginal-likelihood fit on ≤ 1000 training points,
@@ -10,6 +12,7 @@ and the NLPD difference is taken split by split.
 
     python -m benchmarks cpd_uci_calibration                       # 5 sets × 20 splits
     python -m benchmarks cpd_uci_calibration --splits 0:3 --datasets yacht --uncertainty last_core
+    python -m benchmarks cpd_uci_calibration --model rffnet       # → results/rffnet_uci_calibration.md
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import math
 import numpy as np
 
 from benchmarks._common import RESULTS_DIR, header, output_path
-from tnbayes import CPDKernelMachine
+from tnbayes import CPDKernelMachine, RFFNet
 from tnbayes.compare import compare
 
 DATASETS = ["yacht", "boston", "concrete", "energy", "wine-red"]
@@ -40,13 +43,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
     parser.add_argument("--splits", default="all")
     parser.add_argument("--uncertainty", default="all_cores")
-    parser.add_argument("--name", default="cpd_uci_calibration")
+    parser.add_argument("--model", default="cpd", choices=["cpd", "rffnet"])
+    parser.add_argument("--name", default=None, help="output name (default <model>_uci_calibration)")
     args = parser.parse_args(argv)
+    args.name = args.name or f"{args.model}_uci_calibration"
     exact = _exact_gp_runs()
     result = None
     for dataset in args.datasets:
-        model = CPDKernelMachine(uncertainty=args.uncertainty, out_of_box="clip")
-        part = compare({"cpd": model}, [dataset], args.splits, figures=False, progress=True)
+        if args.model == "cpd":
+            model = CPDKernelMachine(uncertainty=args.uncertainty, out_of_box="clip")
+        else:
+            model = RFFNet()
+        part = compare({args.model: model}, [dataset], args.splits, figures=False, progress=True)
         if result is None:
             result = part
         else:
@@ -57,8 +65,9 @@ def main(argv: list[str]) -> int:
 
 
 def _write(result, exact, args) -> None:
-    lines = ["| dataset | splits | RMSE CPD | RMSE ExactGP | NLPD CPD | NLPD ExactGP | ΔNLPD (CPD − GP) | "
-             "95% cov. CPD | 95% cov. GP | CRPS CPD | fit s CPD |",
+    label = {"cpd": "CPD", "rffnet": "RFFNet"}[args.model]
+    lines = [f"| dataset | splits | RMSE {label} | RMSE ExactGP | NLPD {label} | NLPD ExactGP | ΔNLPD ({label} − GP) | "
+             f"95% cov. {label} | 95% cov. GP | CRPS {label} | fit s {label} |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     deltas, covs = [], []
     for entry in result.summary():
@@ -81,10 +90,16 @@ def _write(result, exact, args) -> None:
     summary = (f"\nAverage over datasets: ΔNLPD = {np.mean(deltas):+.3f} nats (target: within ±0.1), "
                f"95% coverage = {np.mean(covs):.3f} (target: each in [0.90, 0.98]; "
                f"{sum(0.90 <= c <= 0.98 for c in covs)}/{len(covs)} sets inside).\n")
-    protocol = (f"fixed uci_gal splits; CPDKernelMachine(uncertainty={args.uncertainty!r}, out_of_box='clip'), otherwise defaults (automatic rank, GP-fitted "
-                "ℓ and λ = σ²/σ_f² on ≤ 1000 points, auto M ≤ 40, full ‖W‖² penalty, ≤ 10 sweeps); ExactGP from "
-                "results/exact_gp_uci/runs.csv on the same splits; mean ± standard error over splits; original units")
-    text = header("CPDKernelMachine calibration on the UCI benchmark", protocol) + "\n".join(lines) + "\n" + summary
+    if args.model == "cpd":
+        what = (f"CPDKernelMachine(uncertainty={args.uncertainty!r}, out_of_box='clip'), otherwise defaults (automatic "
+                "rank, GP-fitted ℓ and λ = σ²/σ_f² on ≤ 1000 points, auto M ≤ 40, full ‖W‖² penalty, ≤ 10 sweeps)")
+    else:
+        what = ("RFFNet() defaults (s = ⌊√n ln n⌋ ARD random features, block proximal Adam lr 1e-2, μ = 1e-4, early "
+                "stopping on 10% of the training rows; Bayesian last layer with prior and noise by marginal likelihood)")
+    protocol = (f"fixed uci_gal splits; {what}; ExactGP from results/exact_gp_uci/runs.csv on the same splits; "
+                "mean ± standard error over splits; original units")
+    title = {"cpd": "CPDKernelMachine", "rffnet": "RFFNet (Bayesian last layer)"}[args.model]
+    text = header(f"{title} calibration on the UCI benchmark", protocol) + "\n".join(lines) + "\n" + summary
     output_path(args.name, ".md").write_text(text)
     result.write(str(output_path(args.name, "")))
     print(text, flush=True)

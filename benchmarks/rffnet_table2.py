@@ -1,0 +1,196 @@
+"""RFFNet against the RFFNet paper's Table 2 (SE1, SE2, ailerons, comp-activ) and its sample-size study.
+
+Protocol (the authors' experiment scripts, ``mpotto/pyselect``): SE1/SE2 from ``tnbayes.datasets.synthetic``
+(X ~ N(0, I), n = 5·10⁴ train, 2·10³ validation, 2·10³ test, seed 0); ailerons (11·10³ train, 10³ validation,
+10³ test) and comp-activ (6·10³ / 10³ / 10³) drawn at random from all rows (``numpy.random.default_rng(k)``);
+inputs standardised with training statistics (what the model does); y in its own units (the model
+standardises y internally and answers in y's units). ``RFFNet()`` with the package defaults — the paper's
+(s = ⌊√n ln n⌋, λ init 0, batch 32, ≤ 200 epochs, patience 20, μ = 1e-4, 10% of the training rows for early
+stopping, per-mini-batch alternation) except the learning rate, 1e-2 instead of 5e-4 (see the RFFNet
+docstring); optionally (``--tune``) μ and the learning rate by the validation set's MSE over a grid, as the paper
+does (its grid: lr ∈ {1e-5 … 1e-2} × μ ∈ {1e-7 … 1e-1}; ``--tune`` uses lr ∈ {1e-3, 1e-2} × μ ∈ {1e-6, 1e-4, 1e-2}).
+Test MSE of the trained network (the paper's predictor) and of the Bayesian last layer's mean, both with the
+authors' band 2·SE of the squared errors; the paper's band is the same statistic on its single split.
+
+    python -m benchmarks rffnet_table2                        # the four sets + the sample-size figure
+    python -m benchmarks rffnet_table2 --only comp-activ --splits 3
+    python -m benchmarks rffnet_table2 --only se1 --sizes 1000 5000   # sample-size study only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from benchmarks._common import header, output_path, read_rows, write_rows
+from tnbayes import RFFNet, datasets, metrics
+from tnbayes.datasets.synthetic import make_se1, make_se2
+
+#: the paper's Table 2: (MSE, band = 2·SE of the squared errors), train rows, relevant inputs (0-based)
+PAPER = {
+    "se1": (0.071, 0.007),
+    "se2": (1.2, 0.2),
+    "ailerons": (2.7e-8, 0.3e-8),
+    "comp-activ": (10.0, 4.0),
+}
+SIZES = {"ailerons": (11_000, 1_000, 1_000), "comp-activ": (6_000, 1_000, 1_000)}
+RELEVANT = {"se1": [0, 2, 6, 7, 8], "se2": [10, 11, 12, 13, 14]}
+GRID = [(lr, mu) for lr in (1e-3, 1e-2) for mu in (1e-6, 1e-4, 1e-2)]
+
+
+def _split(name: str, k: int, n_train: int | None = None):
+    if name in ("se1", "se2"):
+        maker = make_se1 if name == "se1" else make_se2
+        s = maker(n_train=n_train or 50_000, n_val=2_000, n_test=2_000, seed=k)
+        return s.X_train, s.y_train, s.X_val, s.y_val, s.X_test, s.y_test
+    first = datasets.load(name, split=0)
+    X = np.vstack([first.X_train, first.X_test])
+    y = np.concatenate([first.y_train, first.y_test])
+    n_tr, n_val, n_te = SIZES[name]
+    perm = np.random.default_rng(k).permutation(len(y))
+    test, val, train = perm[:n_te], perm[n_te:n_te + n_val], perm[n_te + n_val:n_te + n_val + n_tr]
+    return X[train], y[train], X[val], y[val], X[test], y[test]
+
+
+def _fit(Xtr, ytr, Xval, yval, tune: bool, seed: int):
+    """Fit with the defaults, or the best of GRID by validation MSE of the trained network."""
+    candidates = GRID if tune else [(None, None)]
+    best = None
+    for lr, mu in candidates:
+        kwargs = {"seed": seed}
+        if lr is not None:
+            kwargs.update(learning_rate=lr, penalty=mu)
+        start = time.perf_counter()
+        model = RFFNet(**kwargs).fit(Xtr, ytr)
+        seconds = time.perf_counter() - start
+        val_mse = float(np.mean((model.predict_network(Xval) - yval) ** 2))
+        if best is None or val_mse < best[1]:
+            best = (model, val_mse, seconds)
+    return best
+
+
+def _band(errors: np.ndarray) -> float:
+    return 2.0 * math.sqrt(errors.var() / errors.size)
+
+
+def _table(rows: list[dict]) -> list[str]:
+    lines = ["| set | n train | p | splits | MSE network (ours) | MSE Bayes last layer | paper MSE | |ours − paper| / "
+             "paper band | top-5 relevances = true set | 95% coverage | NLPD | fit s | epochs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["dataset"] for r in rows if r["kind"] == "table"):
+        sel = [r for r in rows if r["dataset"] == name and r["kind"] == "table"]
+        net = np.array([r["mse_network"] for r in sel])
+        bayes = np.array([r["mse_bayes"] for r in sel])
+        band = np.mean([r["band_network"] for r in sel])
+        paper, paper_band = PAPER[name]
+        f = (lambda v: f"{v / 1e-8:.2f}e-8") if name == "ailerons" else (lambda v: f"{v:.3g}")
+        recovered = ("—" if name not in RELEVANT else
+                     f"{sum(bool(r['top5_exact']) for r in sel)}/{len(sel)}")
+        lines.append(
+            f"| {name} | {sel[0]['n_train']} | {sel[0]['p']} | {len(sel)} | {f(net.mean())} ± {f(band)} | "
+            f"{f(bayes.mean())} ± {f(np.mean([r['band_bayes'] for r in sel]))} | {f(paper)} ± {f(paper_band)} | "
+            f"{abs(net.mean() - paper) / (paper_band / 2):.1f} SE | {recovered} | "
+            f"{np.mean([r['coverage_95'] for r in sel]):.3f} | {np.mean([r['nlpd'] for r in sel]):.3f} | "
+            f"{np.mean([r['seconds'] for r in sel]):.0f} | {np.mean([r['epochs'] for r in sel]):.0f} |")
+    return lines
+
+
+def _figure(rows: list[dict], path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ("se1", "se2") if any(r["dataset"] == n and r["kind"] == "size" for r in rows)]
+    if not names:
+        return
+    fig, axes = plt.subplots(len(names), 1, figsize=(9.0, 2.8 * len(names)), squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        sel = sorted((r for r in rows if r["dataset"] == name and r["kind"] == "size"), key=lambda r: r["n_train"])
+        p = sel[0]["p"]
+        width = 0.8 / len(sel)
+        for i, r in enumerate(sel):
+            values = np.array([float(v) for v in str(r["scaled_relevances"]).split()])
+            ax.bar(np.arange(1, p + 1) + (i - (len(sel) - 1) / 2) * width, values, width=width,
+                   label=f"n = {r['n_train']}")
+        for j in RELEVANT[name]:
+            ax.axvspan(j + 0.55, j + 1.45, color="0.9", zorder=0)
+        ax.set_xlim(0.4, p + 0.6)
+        if p > 30:
+            ax.set_xlim(0.4, 30.6)
+            ax.set_title(f"{name.upper()}: scaled relevances (inputs 1–30 of {p}; shaded: the true inputs)")
+        else:
+            ax.set_title(f"{name.upper()}: scaled relevances (shaded: the true inputs)")
+        ax.set_ylabel("|λ| scaled to [0, 1]")
+        ax.legend(fontsize=7, ncol=len(sel))
+    axes[-1, 0].set_xlabel("input")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark; returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks rffnet_table2")
+    parser.add_argument("--only", nargs="+", default=list(PAPER), choices=list(PAPER))
+    parser.add_argument("--splits", type=int, default=1, help="random splits of ailerons/comp-activ (paper: 1)")
+    parser.add_argument("--sizes", nargs="*", type=int, default=[1_000, 5_000, 10_000],
+                        help="extra SE1/SE2 training sizes for the sample-size figure (5·10⁴ comes from the table)")
+    parser.add_argument("--tune", action="store_true", help="choose (lr, μ) on the validation set over a grid")
+    parser.add_argument("--resume", default=None, help="runs.csv of an interrupted run; its rows are reused")
+    args = parser.parse_args(argv)
+    folder = output_path("rffnet_table2", "")
+    folder.mkdir(exist_ok=True)
+    done = read_rows(args.resume) if args.resume else []
+    rows: list[dict] = []
+
+    def run(name: str, k: int, kind: str, n_train: int | None = None) -> None:
+        previous = [r for r in done if r["dataset"] == name and r["kind"] == kind and int(r["split"]) == k
+                    and (n_train is None or int(r["n_train"]) == n_train)]
+        if previous:
+            rows.extend(previous)
+            return
+        Xtr, ytr, Xval, yval, Xte, yte = _split(name, k, n_train)
+        model, val_mse, seconds = _fit(Xtr, ytr, Xval, yval, args.tune, seed=k)
+        post = model.posterior(Xte)
+        report = metrics.evaluate(post, yte)
+        err_net = (model.predict_network(Xte) - yte) ** 2
+        err_bayes = (post.mean.numpy() - yte) ** 2
+        top5 = sorted(np.argsort(-model.scaled_relevances_)[:5].tolist())
+        rows.append({
+            "dataset": name, "kind": kind, "split": k, "n_train": len(ytr), "p": Xtr.shape[1],
+            "mse_network": float(err_net.mean()), "band_network": _band(err_net),
+            "mse_bayes": float(err_bayes.mean()), "band_bayes": _band(err_bayes),
+            "coverage_95": report["coverage_95"], "nlpd": report["nlpd"], "validation_mse": val_mse,
+            "learning_rate": model.learning_rate, "penalty": model.penalty, "seconds": seconds,
+            "epochs": model.epochs_, "best_epoch": model.best_epoch_,
+            "top5_exact": name in RELEVANT and top5 == RELEVANT[name],
+            "scaled_relevances": " ".join(f"{v:.4f}" for v in model.scaled_relevances_),
+        })
+        print(f"{name} {kind} split {k} n {len(ytr)}: network MSE {err_net.mean():.4g}, Bayes {err_bayes.mean():.4g}, "
+              f"coverage {report['coverage_95']:.3f}, top-5 {[j + 1 for j in top5]}, {seconds:.0f} s, "
+              f"{model.epochs_} epochs", flush=True)
+        write_rows(rows, folder / "runs.csv")
+
+    for name in args.only:
+        for k in range(1 if name in RELEVANT else args.splits):
+            run(name, k, "table")
+        if name in RELEVANT:
+            for n_train in args.sizes:
+                run(name, 0, "size", n_train)
+            table_row = [r for r in rows if r["dataset"] == name and r["kind"] == "table" and int(r["split"]) == 0]
+            rows.extend({**r, "kind": "size"} for r in table_row)
+    write_rows(rows, folder / "runs.csv")
+    protocol = ("see the module docstring of benchmarks/rffnet_table2.py; "
+                f"{'(lr, μ) tuned on the validation set' if args.tune else 'package defaults'}; per-run rows in "
+                "results/rffnet_table2/runs.csv; ± is the authors' band 2·SE of the test squared errors")
+    text = (header("RFFNet: the paper's Table 2", protocol) + "\n".join(_table(rows)) +
+            "\n\nSample-size study (scaled relevances per input for n = "
+            + ", ".join(str(n) for n in sorted(set(args.sizes) | {50_000})) + "): rffnet_table2_sizes.png\n")
+    output_path("rffnet_table2", ".md").write_text(text)
+    _figure(rows, output_path("rffnet_table2_sizes", ".png"))
+    print(text)
+    return 0
