@@ -165,6 +165,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks fl_table2")
     parser.add_argument("--only", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--first-split", type=int, default=0, help="start at this split (continue a stopped run "
+                        "under another --tag, then --summarize both runs.csv)")
     parser.add_argument("--regularization", action="store_true", help="also the regularisation table (Table 1)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the CV baseline (Table 1 only)")
     parser.add_argument("--tag", default="", help="suffix of the output name (keeps parallel runs apart)")
@@ -184,7 +186,7 @@ def main(argv: list[str]) -> int:
     folder.mkdir(exist_ok=True)
     rows: list[dict] = []
     for dataset in args.only:
-        for k in range(args.splits):
+        for k in range(args.first_split, args.splits):
             rows.extend(_run(dataset, k, args.regularization, baseline=not args.no_baseline))
             write_rows(rows, folder / "runs.csv")
             text = _tables(rows, f"results/{name}/runs.csv")

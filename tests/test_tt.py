@@ -182,3 +182,19 @@ def test_rounding_relative_to_a_reference_norm_keeps_small_updates():
     update = total.round(1e-2, reference_norm=float(small.norm()))
     assert torch.linalg.vector_norm(update.to_dense() - exact) <= 1e-2 * small.norm() + 1e-12
     assert torch.linalg.vector_norm(state.to_dense() - exact) > 0.5 * small.norm()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matvec_rounded_matches_dense_and_keeps_ranks_small(seed):
+    generator = torch.Generator().manual_seed(seed)
+    A = TTMatrix([torch.randn(r0, 3, 4, r1, generator=generator, dtype=torch.float64)
+                  for r0, r1 in ((1, 5), (5, 6), (6, 4), (4, 1))])
+    x = TTVector.random((4, 4, 4, 4), 5, generator=generator)
+    exact = A.to_dense() @ x.to_dense()
+    y = A.matvec_rounded(x)  # tol = 0: exact
+    torch.testing.assert_close(y.to_dense(), exact, rtol=1e-10, atol=1e-10)
+    assert max(y.ranks) <= 9  # the natural bound of a 3×3×3×3 vector, not r_A·r_x = 30
+    approx = A.matvec_rounded(x, tol=1e-2, max_rank=None)
+    assert float(torch.linalg.vector_norm(approx.to_dense() - exact)) <= 1.05e-2 * float(torch.linalg.vector_norm(exact))
+    with pytest.raises(ValueError, match="modes"):
+        A.matvec_rounded(TTVector.random((3, 3, 3, 3), 2))

@@ -9,6 +9,7 @@ from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
 from tnbayes.models.rffnet import RFFNet, RFFNetClassifier, RFFNetModule
 from tnbayes.models.tnkf import TNKF, TNKFClassifier
+from tnbayes.models.tt_kalman import TTKalmanGP
 
 __all__ = [
     "CPDKernelClassifier",
@@ -22,4 +23,5 @@ __all__ = [
     "TKM",
     "TNKF",
     "TNKFClassifier",
+    "TTKalmanGP",
     "BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]

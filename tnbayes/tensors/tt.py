@@ -513,6 +513,44 @@ class TTMatrix(_TensorTrain):
             cores.append(core.reshape(a.shape[0] * b.shape[0], a.shape[1], a.shape[3] * b.shape[2]))
         return TTVector(cores)
 
+    def matvec_rounded(self, x: TTVector, tol: float = 0.0, max_rank: int | None = None) -> TTVector:
+        """``A x`` rounded, without forming the rank-``r_A·r_x`` product (zip-up).
+
+        The product is built core by core from the left; after each core the partial result is split by a
+        truncated SVD (keeping singular values above a tenth of the final tolerance), so the carried rank
+        stays near the rank of the result. A final :meth:`TTVector.round` makes the accuracy
+        ``‖Ax − result‖ ≤ tol·‖Ax‖`` (up to the small zip-up truncations; exact for ``tol = 0``).
+
+        Parameters
+        ----------
+        x : TTVector with modes ``col_shape``
+        tol : float
+        max_rank : int, optional
+
+        Returns
+        -------
+        TTVector with modes ``row_shape``
+        """
+        if not isinstance(x, TTVector) or x.shape != self.col_shape:
+            raise ValueError(f"matvec_rounded needs a TT-vector with modes {self.col_shape}; got "
+                             f"{getattr(x, 'shape', type(x).__name__)}.")
+        d = len(self.cores)
+        carry = torch.ones(1, 1, 1, dtype=self.dtype, device=self.device)  # (t, r_A, r_x)
+        cores: list[torch.Tensor] = []
+        for k, (a, b) in enumerate(zip(self.cores, x.cores)):
+            partial = torch.einsum("tag,gjd->tajd", carry, b)
+            block = torch.einsum("tajd,amjb->tmbd", partial, a)  # (t, m, r_A', r_x')
+            t, m, rb, rd = block.shape
+            if k == d - 1:
+                cores.append(block.reshape(t, m, rb * rd))
+                break
+            u, sv, vh = torch.linalg.svd(block.reshape(t * m, rb * rd), full_matrices=False)
+            delta = 0.1 * tol * float(torch.linalg.vector_norm(sv)) / math.sqrt(max(d - 1, 1))
+            rank = _truncation_rank(sv, delta, max_rank)
+            cores.append(u[:, :rank].reshape(t, m, rank))
+            carry = (sv[:rank, None] * vh[:rank]).reshape(rank, rb, rd)
+        return TTVector(cores).round(tol, max_rank)
+
     def matmul(self, other: "TTMatrix") -> "TTMatrix":
         """``A B`` (ranks multiply)."""
         if not isinstance(other, TTMatrix) or other.row_shape != self.col_shape:

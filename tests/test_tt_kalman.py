@@ -1,0 +1,98 @@
+"""Primal TT Kalman filter: exact against the dense HilbertGP posterior, square-root PSD, options."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.basis import ApproximationWarning
+
+
+def _data(n, D, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, D))
+    return X, np.sin(2 * X[:, 0]) * np.cos(X[:, -1]) + 0.1 * rng.standard_normal(n)
+
+
+def _fixed(D, M):
+    return dict(lengthscale=[1.4] * D, outputscale=1.3, noise_variance=0.05, mean_constant=0.0, num_basis=M, c=2.0)
+
+
+@pytest.mark.parametrize("D, M, batch_size", [(2, 8, 5), (3, 5, 1), (3, 5, 16)])
+def test_untruncated_filter_equals_dense_hilbert_gp(D, M, batch_size):
+    X, y = _data(150, D)
+    Xq = np.random.default_rng(1).uniform(-1, 1, (40, D))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        dense = tnbayes.HilbertGP(structure="product", **_fixed(D, M)).fit(X, y)
+        tt = tnbayes.TTKalmanGP(tol=0.0, batch_size=batch_size, **_fixed(D, M)).fit(X, y)
+    a, b = dense.posterior(Xq), tt.posterior(Xq)
+    torch.testing.assert_close(b.mean, a.mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(b.variance, a.variance, rtol=1e-6, atol=1e-8)
+    full_a, full_b = dense.posterior(Xq[:9], full_covariance=True), tt.posterior(Xq[:9], full_covariance=True)
+    torch.testing.assert_close(full_b.covariance, full_a.covariance, rtol=1e-6, atol=1e-8)
+    # the TT covariance of the weights is the dense one (v = s∘w: cov_v = S σ²B⁻¹ S)
+    s = dense.feature_weights_
+    cov_v = s[:, None] * dense.weight_covariance() * s[None, :]
+    torch.testing.assert_close(tt.posterior_cov_tt(tol=0.0).to_dense(), cov_v, rtol=1e-6, atol=1e-10)
+    mean_v = s * dense.weight_mean_
+    torch.testing.assert_close(tt.posterior_mean_tt_.to_dense(), mean_v, rtol=1e-6, atol=1e-8)
+
+
+def test_truncated_square_root_keeps_the_covariance_psd():
+    """Aggressive rounding of L (rank ≤ 2) still gives P = L Lᵀ ⪰ 0, and every variance ≥ 0."""
+    X, y = _data(200, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        tt = tnbayes.TTKalmanGP(max_rank=2, tol=1e-2, batch_size=4, **_fixed(3, 5)).fit(X, y)
+    assert max(tt.posterior_cov_sqrt_tt_.ranks) <= 2
+    P = tt.posterior_cov_tt(tol=0.0).to_dense()
+    assert float(torch.linalg.eigvalsh(0.5 * (P + P.T)).min()) >= -1e-12 * float(P.diagonal().max())
+    post = tt.posterior(np.random.default_rng(2).uniform(-1, 1, (200, 3)), observation_noise=False)
+    assert bool((post.variance >= 0).all())
+
+
+def test_defaults_are_calibrated_next_to_exact_gp():
+    X, y = _data(300, 2)
+    Xq, yq = _data(300, 2, seed=5)
+    tt = tnbayes.TTKalmanGP().fit(X, y)
+    report = tnbayes.metrics.evaluate(tt.posterior(Xq), yq)
+    exact = tnbayes.metrics.evaluate(tnbayes.ExactGP().fit(X, y).posterior(Xq), yq)
+    assert report["rmse"] < 1.1 * exact["rmse"]
+    assert 0.90 <= report["coverage_95"] <= 0.99
+    assert report["nlpd"] < exact["nlpd"] + 0.1
+
+
+def test_forgetting_and_early_stopping():
+    X, y = _data(300, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        base = tnbayes.TTKalmanGP(**_fixed(2, 6)).fit(X, y)
+        forgetful = tnbayes.TTKalmanGP(forgetting=0.9, **_fixed(2, 6)).fit(X, y)
+        early = tnbayes.TTKalmanGP(early_stopping_tol=0.05, patience=2, **_fixed(2, 6)).fit(X, y)
+    Xq = np.random.default_rng(3).uniform(-1, 1, (20, 2))
+    assert bool((forgetful.posterior(Xq).variance > base.posterior(Xq).variance).all())
+    assert early.rows_used_ < 300 and base.rows_used_ == 300
+    assert len(early.trace_history_) == -(-early.rows_used_ // 8)
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(base.trace_history_, base.trace_history_[1:]))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"forgetting": 0.0}, "forgetting"), ({"batch_size": 0}, "batch_size"), ({"tol": -1.0}, "tol"),
+    ({"max_rank": 0}, "max_rank"), ({"kernel": "periodic"}, "kernel"),
+])
+def test_bad_parameters(kwargs, match):
+    X, y = _data(30, 2)
+    with pytest.raises(ValueError, match=match):
+        tnbayes.TTKalmanGP(**kwargs).fit(X, y)
+
+
+def test_queries_outside_the_box_raise():
+    X, y = _data(60, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        tt = tnbayes.TTKalmanGP(**_fixed(2, 6)).fit(X, y)
+    with pytest.raises(ValueError, match="outside"):
+        tt.posterior(np.array([[50.0, 0.0]]))

@@ -1,0 +1,377 @@
+"""Primal tensor-train Kalman filter: Bayesian regression over all M^D Hilbert-GP weights.
+
+Model (standardised inputs and targets), the product Hilbert-GP of :class:`~tnbayes.HilbertGP`::
+
+    y = c + φ(x)ᵀ v + ε,   φ(x) = φ_1(x_1) ⊗ … ⊗ φ_D(x_D)  (Laplace eigenfunctions, M per input),
+    v ~ N(0, P₀),  P₀ = σ_f² ⊗_d diag(S_d(√λ_{d,j})),   ε ~ N(0, σ²)
+
+with S_d the 1-D spectral density of the kernel for input d (a product kernel: for SE this *is* the ARD SE
+kernel; for Matérn it is the product of 1-D Matérn kernels, as in ``HilbertGP(structure="product")``).
+
+The posterior over the M^D weights is computed by a Kalman filter over mini-batches of rows, in square-root
+form: P = L Lᵀ with L a TT-matrix (prior: rank 1), the mean m a TT-vector (prior: 0). For a batch with rows
+φ_i (exact rank-1 TT-vectors) let a_i = Lᵀφ_i, G = AᵀA = U diag(g) Uᵀ and S = G + σ²I. Then::
+
+    m ← m + Σ_i (L a_i) [S⁻¹ (y − c − H m)]_i
+    L ← L − Σ_i (L a_i) (Σ_j W_ij a_j)ᵀ,   W = U diag(1 / (√(g + σ²) (√(g + σ²) + σ))) Uᵀ
+
+which is exact: L(I − A W Aᵀ) squared is L(I − A S⁻¹ Aᵀ)Lᵀ, the Kalman covariance (with Q = A U g^{-½}
+orthonormal, I − A S⁻¹Aᵀ = (I − Q diag(γ) Qᵀ)² for γ = 1 − σ/√(g + σ²), and γ/g is the stable form above).
+Every object is rounded after each batch (relative tolerance, optional maximum rank); rounding the *square
+root* keeps P = L Lᵀ positive semi-definite whatever is truncated. Predictions contract φ(x) with the TT
+objects: mean c + φᵀm, variance ‖Lᵀφ‖² — never an M^D dense matrix.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import torch
+
+from tnbayes._validation import check_positive
+from tnbayes.basis import (
+    HilbertBasis,
+    accurate_hilbert_parameters,
+    check_hilbert_approximation,
+    data_center_and_half_range,
+    resolve_kernel,
+)
+from tnbayes.basis.spectral import kernel_name
+from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
+from tnbayes.models.base import BaseModel
+from tnbayes.models.registry import register_model
+from tnbayes.tensors.tt import TTMatrix, TTVector
+
+__all__ = ["TTKalmanGP", "kalman_batch_update"]
+
+
+def _contract_rows(cores: list[torch.Tensor], phi: torch.Tensor) -> torch.Tensor:
+    """``φ(x_i)ᵀ m`` for a TT-vector with ``cores`` and rows phi of shape (D, n, M) → (n,)."""
+    env = torch.ones(phi.shape[1], 1, dtype=phi.dtype, device=phi.device)
+    for d, core in enumerate(cores):
+        env = torch.einsum("na,amb,nm->nb", env, core, phi[d])
+    return env[:, 0]
+
+
+def _transpose_rows(cores: list[torch.Tensor], phi: torch.Tensor) -> list[torch.Tensor]:
+    """Cores of ``Lᵀφ(x_i)`` for every row, stacked on a leading batch axis → D tensors (n, r, k, r')."""
+    return [torch.einsum("amkb,nm->nakb", core, phi[d]) for d, core in enumerate(cores)]
+
+
+def _row_variances(cores: list[torch.Tensor], phi: torch.Tensor) -> torch.Tensor:
+    """``‖Lᵀφ(x_i)‖²`` for every row → (n,) by one batched left-to-right contraction."""
+    n = phi.shape[1]
+    env = torch.ones(n, 1, 1, dtype=phi.dtype, device=phi.device)
+    for projected in _transpose_rows(cores, phi):
+        env = torch.einsum("nab,nakc,nbkd->ncd", env, projected, projected)
+    return env[:, 0, 0]
+
+
+def _weighted_sum(vectors: list[TTVector], weights: torch.Tensor, tol: float, max_rank: int | None) -> TTVector:
+    """Σ_i w_i x_i, rounded."""
+    total = vectors[0] * weights[0]
+    for x, w in zip(vectors[1:], weights[1:]):
+        total = (total + x * w).round(tol, max_rank)
+    return total
+
+
+def kalman_batch_update(mean: TTVector, root: TTMatrix, phi: torch.Tensor, targets: torch.Tensor,
+                        noise_variance: float, *, tol: float = 0.0,
+                        max_rank: int | None = None) -> tuple[TTVector, TTMatrix]:
+    """One square-root Kalman update of a TT posterior with a batch of rank-1 measurements.
+
+    Parameters
+    ----------
+    mean : TTVector with modes (M, …, M)
+        m, the current mean.
+    root : TTMatrix with row modes (M, …, M)
+        L, the current covariance square root (P = L Lᵀ).
+    phi : torch.Tensor of shape (D, B, M)
+        Per-input features of the batch (row i is φ_1(x_i1) ⊗ … ⊗ φ_D(x_iD)).
+    targets : torch.Tensor of shape (B,)
+        y_i − c.
+    noise_variance : float
+        σ².
+    tol : float
+        Relative rounding tolerance of the updated mean and root (0: exact up to round-off).
+    max_rank : int, optional
+
+    Returns
+    -------
+    mean, root : TTVector, TTMatrix
+        The posterior given the batch (see the module docstring for the formulas).
+    """
+    B = phi.shape[1]
+    projected = [TTVector([torch.einsum("amkb,m->akb", core, phi[d, i]) for d, core in enumerate(root.cores)])
+                 .round(tol, max_rank) for i in range(B)]  # a_i = Lᵀφ_i (exact rank r_L; rounded)
+    gram = torch.empty(B, B, dtype=phi.dtype, device=phi.device)
+    for i in range(B):
+        for j in range(i, B):
+            gram[i, j] = gram[j, i] = projected[i].dot(projected[j])
+    residual = targets - _contract_rows(mean.cores, phi)
+    system = gram + noise_variance * torch.eye(B, dtype=phi.dtype, device=phi.device)
+    gains = torch.linalg.solve(system, residual)  # S⁻¹ r
+    updates = [root.matvec_rounded(a, tol, max_rank) for a in projected]  # L a_i = P φ_i
+    mean = (mean + _weighted_sum(updates, gains, tol, max_rank)).round(tol, max_rank)
+    g, U = torch.linalg.eigh(gram)
+    g = g.clamp_min(0.0)
+    root_g = torch.sqrt(g + noise_variance)
+    W = (U / (root_g * (root_g + math.sqrt(noise_variance)))) @ U.T
+    correction = None
+    for i in range(B):
+        combined = _weighted_sum(projected, W[i], tol, max_rank)
+        term = updates[i].outer(combined)
+        correction = term if correction is None else (correction + term).round(tol, max_rank)
+    root = (root - correction).round(tol, max_rank)
+    return mean, root
+
+
+class TTKalmanGP(BaseModel):
+    """Hilbert-GP regression over all M^D product-basis weights, by a square-root tensor-train Kalman filter.
+
+    ``TTKalmanGP().fit(X, y)`` standardises X and y, estimates the kernel hyper-parameters (ARD lengthscales,
+    σ_f², σ²) by exact-GP marginal likelihood on a subsample of at most ``hyper_max_points`` rows, chooses the
+    Hilbert box and M from the lengthscales (the tightened Riutort-Mayol rule of :class:`~tnbayes.HilbertGP`,
+    M capped at ``max_num_basis``), and filters the rows in mini-batches.
+
+    Parameters
+    ----------
+    kernel : {"se", "matern12", "matern32", "matern52", "matern"}
+        1-D kernel per input; the model's kernel is their product (for SE: the ARD SE kernel).
+    nu : float, optional
+        Matérn smoothness for ``kernel="matern"``.
+    num_basis : int, optional
+        M per input (default from the lengthscales, at most ``max_num_basis``).
+    c : float or list of float, optional
+        Box half-width factor per input (default from the lengthscales).
+    lengthscale, outputscale, noise_variance : optional
+        Fix a hyper-parameter (standardised scale) instead of estimating it.
+    mean_constant : float
+        c, the constant mean on the standardised scale (default 0: y is centred).
+    batch_size : int
+        Rows per Kalman update (a rank-B measurement block).
+    tol : float
+        Relative TT-rounding tolerance after every update (0: exact up to round-off; ranks then grow to
+        the full ones).
+    max_rank : int, optional
+        Cap of every TT rank after rounding.
+    forgetting : float
+        λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
+    early_stopping_tol : float, optional
+        Stop filtering once a batch lowers tr(P) by less than this fraction, ``patience`` batches in a row
+        (the posterior then conditions on the rows seen so far; ``rows_used_`` says how many).
+    patience : int
+    max_num_basis : int
+        Upper limit of the automatic M.
+    hyper_max_points : int
+        Subsample size of the marginal-likelihood fit.
+    seed : int
+        Seed of the subsample and of the row order (rows are filtered in a random order).
+    normalize_y, dtype, device, verbose : see :class:`~tnbayes.models.base.BaseModel`
+
+    Attributes
+    ----------
+    posterior_mean_tt_ : TTVector with modes (M, …, M)
+        Posterior mean of the weights v.
+    posterior_cov_sqrt_tt_ : TTMatrix
+        L with P = L Lᵀ (the posterior covariance of v).
+    basis_ : HilbertBasis
+    lengthscale_ : torch.Tensor of shape (D,)
+    outputscale_, noise_variance_, mean_constant_ : float
+    num_basis_ : int
+    rank_history_ : list of tuple
+        Largest TT rank of (mean, root) after every batch.
+    trace_history_ : list of float
+        tr(P) after every batch.
+    rows_used_ : int
+    seconds_per_row_ : float
+    """
+
+    input_scaling = "standard"
+    _transient_attributes = ("basis_", "posterior_mean_tt_", "posterior_cov_sqrt_tt_")
+
+    def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
+                 c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
+                 outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
+                 batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = None, forgetting: float = 1.0,
+                 early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 12,
+                 hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
+                 dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
+                 verbose: bool = False) -> None:
+        super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
+        self.kernel = kernel
+        self.nu = nu
+        self.num_basis = num_basis
+        self.c = c
+        self.lengthscale = lengthscale
+        self.outputscale = outputscale
+        self.noise_variance = noise_variance
+        self.mean_constant = mean_constant
+        self.batch_size = batch_size
+        self.tol = tol
+        self.max_rank = max_rank
+        self.forgetting = forgetting
+        self.early_stopping_tol = early_stopping_tol
+        self.patience = patience
+        self.max_num_basis = max_num_basis
+        self.hyper_max_points = hyper_max_points
+        self.seed = seed
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        resolve_kernel(self.kernel, self.nu)
+        for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if self.num_basis is not None and (int(self.num_basis) != self.num_basis or self.num_basis < 1):
+            raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")
+        if self.max_rank is not None and (int(self.max_rank) != self.max_rank or self.max_rank < 1):
+            raise ValueError(f"max_rank must be a positive integer or None; got {self.max_rank!r}.")
+        if not math.isfinite(float(self.tol)) or self.tol < 0:
+            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
+        if not 0.0 < float(self.forgetting) <= 1.0:
+            raise ValueError(f"forgetting must be in (0, 1]; got {self.forgetting!r}.")
+        if self.early_stopping_tol is not None and not float(self.early_stopping_tol) >= 0:
+            raise ValueError(f"early_stopping_tol must be >= 0 or None; got {self.early_stopping_tol!r}.")
+        if not math.isfinite(float(self.mean_constant)):
+            raise ValueError(f"mean_constant must be finite; got {self.mean_constant!r}.")
+        for name in ("outputscale", "noise_variance"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+
+    # ------------------------------------------------------------------ fitting
+    def _hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        D = X.shape[1]
+        estimated = None
+        if self.lengthscale is None or self.outputscale is None or self.noise_variance is None:
+            estimated = estimate_kernel_hyperparameters(X, y, kernel=self.kernel, nu=self.nu,
+                                                        max_points=int(self.hyper_max_points), seed=int(self.seed))
+        if self.lengthscale is not None:
+            ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
+            if ls.numel() not in (1, D) or bool((ls <= 0).any()):
+                raise ValueError(f"lengthscale must be one positive number or one per input ({D}); "
+                                 f"got {self.lengthscale!r}.")
+            ls = ls.expand(D).clone()
+        else:
+            ls = estimated.lengthscale.to(torch.float64).reshape(-1).expand(D).clone()
+        outputscale = float(self.outputscale) if self.outputscale is not None else float(estimated.outputscale)
+        noise = float(self.noise_variance) if self.noise_variance is not None else float(estimated.noise_variance)
+        return ls, outputscale, noise
+
+    def _make_basis(self, X: torch.Tensor, lengthscale: torch.Tensor) -> HilbertBasis:
+        D = X.shape[1]
+        center, half_range = data_center_and_half_range(X, allow_constant=True)
+        half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
+        name = kernel_name(self.kernel, self.nu)
+        try:
+            c_rule, m_rule = accurate_hilbert_parameters(lengthscale, half_range.to(torch.float64), name)
+        except ValueError:  # no published rule (Matérn-1/2)
+            c_rule, m_rule = torch.full((D,), 2.0, dtype=torch.float64), int(self.max_num_basis)
+        if self.c is not None:
+            c = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1)
+            if c.numel() not in (1, D) or bool((c < 1).any()):
+                raise ValueError(f"c must be one number >= 1 or one per input ({D}); got {self.c!r}.")
+            c = c.expand(D).clone()
+        else:
+            c = c_rule
+        M = int(self.num_basis) if self.num_basis is not None else min(int(m_rule), int(self.max_num_basis))
+        basis = HilbertBasis(M, L=(c * half_range.to(torch.float64).cpu()).tolist(), center=center.tolist(),
+                             num_dims=D)
+        if name in ("se", "matern32", "matern52"):
+            check_hilbert_approximation(lengthscale.tolist(), basis.L.tolist(), M, name,
+                                        half_range=half_range.tolist(), stacklevel=5)
+        return basis
+
+    def _prior(self, D: int) -> tuple[TTVector, TTMatrix]:
+        weights = self.basis_.spectral_weights(self.lengthscale_, self.kernel, self.nu)  # (D, M) = √S_d
+        scale = self.outputscale_ ** (0.5 / D)
+        root = TTMatrix([torch.diag(scale * weights[d]).reshape(1, self.num_basis_, self.num_basis_, 1)
+                         for d in range(D)])
+        mean = TTVector([torch.zeros(1, self.num_basis_, 1, dtype=torch.float64) for _ in range(D)])
+        return mean, root
+
+    def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        self._check_params()
+        X, y = X.to(torch.float64), y.to(torch.float64)
+        D = X.shape[1]
+        self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(X, y)
+        self.mean_constant_ = float(self.mean_constant)
+        self.basis_ = self._make_basis(X, self.lengthscale_)
+        self.num_basis_ = self.basis_.num_basis
+        mean, root = self._prior(D)
+        order = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(int(self.seed)))
+        tol, max_rank = float(self.tol), self.max_rank
+        self.rank_history_, self.trace_history_ = [], []
+        previous_trace, quiet, used = float(root.norm()) ** 2, 0, 0
+        start = time.perf_counter()
+        for first in range(0, X.shape[0], int(self.batch_size)):
+            rows = order[first:first + int(self.batch_size)]
+            if self.forgetting < 1.0:
+                root = root * (1.0 / math.sqrt(float(self.forgetting)))
+            phi = self.basis_.eigenfunctions(X[rows])  # (D, B, M)
+            mean, root = kalman_batch_update(mean, root, phi, y[rows] - self.mean_constant_, self.noise_variance_,
+                                             tol=tol, max_rank=max_rank)
+            used += len(rows)
+            trace = float(root.norm()) ** 2
+            self.rank_history_.append((max(mean.ranks), max(root.ranks)))
+            self.trace_history_.append(trace)
+            if self.early_stopping_tol is not None:
+                quiet = quiet + 1 if previous_trace - trace < float(self.early_stopping_tol) * previous_trace else 0
+                if quiet >= int(self.patience):
+                    break
+            previous_trace = trace
+        self.seconds_per_row_ = (time.perf_counter() - start) / max(used, 1)
+        self.rows_used_ = used
+        self.posterior_mean_tt_ = mean
+        self.posterior_cov_sqrt_tt_ = root
+
+    # ------------------------------------------------------------------ the TT posterior
+    def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
+        """The posterior covariance of the weights P = L Lᵀ as a rounded TT-matrix (standardised scale)."""
+        self._check_fitted("posterior_cov_tt")
+        L = self.posterior_cov_sqrt_tt_
+        return L.matmul(L.T).round(tol, max_rank)
+
+    def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        out_dtype = X.dtype
+        X = X.to(torch.float64)
+        means, variances, transposed = [], [], []
+        for chunk in torch.split(X, 4096):
+            phi = self.basis_.eigenfunctions(chunk)
+            means.append(self.mean_constant_ + _contract_rows(self.posterior_mean_tt_.cores, phi))
+            if full_covariance:
+                transposed.append(phi)
+            else:
+                variances.append(_row_variances(self.posterior_cov_sqrt_tt_.cores, phi))
+        mean = torch.cat(means).to(out_dtype)
+        if not full_covariance:
+            return mean, torch.cat(variances).to(out_dtype)
+        phi = torch.cat(transposed, dim=1)
+        vectors = [TTVector([torch.einsum("amkb,m->akb", core, phi[d, i])
+                             for d, core in enumerate(self.posterior_cov_sqrt_tt_.cores)]) for i in range(phi.shape[1])]
+        n = len(vectors)
+        cov = torch.empty(n, n, dtype=torch.float64)
+        for i in range(n):
+            for j in range(i, n):
+                cov[i, j] = cov[j, i] = vectors[i].dot(vectors[j])
+        return mean, cov.to(out_dtype)
+
+    # ------------------------------------------------------------------ persistence
+    def _extra_state(self) -> dict[str, torch.Tensor]:
+        state = {"basis.L": self.basis_.L, "basis.center": self.basis_.center}
+        for k, core in enumerate(self.posterior_mean_tt_.cores):
+            state[f"mean.{k}"] = core
+        for k, core in enumerate(self.posterior_cov_sqrt_tt_.cores):
+            state[f"root.{k}"] = core
+        return state
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        D = int(extra["basis.L"].numel())
+        self.basis_ = HilbertBasis(int(self.num_basis_), L=extra["basis.L"].tolist(),
+                                   center=extra["basis.center"].tolist(), num_dims=D)
+        self.posterior_mean_tt_ = TTVector([extra[f"mean.{k}"] for k in range(D)])
+        self.posterior_cov_sqrt_tt_ = TTMatrix([extra[f"root.{k}"] for k in range(D)])
+
+
+register_model("tt_kalman_gp", TTKalmanGP)
