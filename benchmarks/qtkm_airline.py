@@ -10,6 +10,7 @@ The normal equations are accumulated per distinct input value (airline's eight c
 values), which is exact and what makes the unquantized M = 64 cores affordable on 2 cores.
 
     python -m benchmarks qtkm_airline                                  # both models, all ranks
+    python -m benchmarks qtkm_airline --tkm-ranks --qtkm-ranks 40 --append   # continue a stopped run
     python -m benchmarks qtkm_airline --n-train 50000 --sweeps 2 --qtkm-ranks 20 --tkm-ranks 4
 """
 
@@ -33,6 +34,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tkm-ranks", nargs="*", type=int, default=[4, 6, 8])
     parser.add_argument("--sweeps", type=int, default=25)
     parser.add_argument("--n-train", type=int, default=None, help="use only the first n training rows")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the model rows of the existing table (continue a stopped run)")
     args = parser.parse_args(argv)
     Xtr, ytr, Xte, yte = airline_split(args.n_train)
     var = float(np.var(ytr))
@@ -42,6 +45,9 @@ def main(argv: list[str]) -> int:
     protocol = (f"fixed airline split, N train {len(ytr)}, N test {len(yte)}; M = {NUM_BASIS}, P = {PERIOD:g}, "
                 f"λ = {PENALTY:g} (penalty N·λ‖W‖², raw features), at most {args.sweeps} sweeps (tol 1e-8); "
                 "MSE on standardised y")
+    if args.append and output_path(name, ".md").exists():
+        lines += [line for line in output_path(name, ".md").read_text().splitlines()
+                  if line.startswith(("| TKM |", "| QTKM |"))]
     runs = [(TKM, r) for r in args.tkm_ranks] + [(QTKM, r) for r in args.qtkm_ranks]
     for cls, rank in runs:
         model = cls(rank=rank, num_basis=NUM_BASIS, period=PERIOD, penalty=PENALTY, normalize_features=False,

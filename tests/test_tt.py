@@ -198,3 +198,33 @@ def test_matvec_rounded_matches_dense_and_keeps_ranks_small(seed):
     assert float(torch.linalg.vector_norm(approx.to_dense() - exact)) <= 1.05e-2 * float(torch.linalg.vector_norm(exact))
     with pytest.raises(ValueError, match="modes"):
         A.matvec_rounded(TTVector.random((3, 3, 3, 3), 2))
+
+
+def test_randomized_round_sum_is_exact_with_room_and_near_optimal_when_truncating():
+    """Sums of TT-matrices and implicit outer products u cᵀ: exact when the sketch rank exceeds the true
+    ranks; when truncating, the error is within a small factor of deterministic rounding of the formed sum."""
+    from tnbayes.tensors.tt import randomized_round_sum
+    g = torch.Generator().manual_seed(0)
+    shape = (3, 4, 2, 3)
+    L = TTMatrix.from_dense(torch.randn(72, 72, dtype=torch.float64, generator=g), shape, shape, max_rank=3)
+    us = [TTVector.random(shape, 2, generator=g) for _ in range(3)]
+    cs = [TTVector.random(shape, 3, generator=g) for _ in range(3)]
+    scales = [1.0, -1.0, 0.5, 2.0]
+    dense = L.to_dense() + sum(s * u.outer(c).to_dense() for s, u, c in zip(scales[1:], us, cs))
+    full = randomized_round_sum([L] + list(zip(us, cs)), scales, max_rank=100, generator=g)
+    assert isinstance(full, TTMatrix)
+    torch.testing.assert_close(full.to_dense(), dense, rtol=1e-10, atol=1e-10)
+    formed = L
+    for s, u, c in zip(scales[1:], us, cs):
+        formed = formed + u.outer(c) * s
+    for rank in (2, 4, 8):
+        best = float((formed.round(0.0, rank).to_dense() - dense).norm())
+        sketched = randomized_round_sum([L] + list(zip(us, cs)), scales, max_rank=rank, generator=g)
+        assert max(sketched.ranks) <= rank
+        assert float((sketched.to_dense() - dense).norm()) <= 1.5 * best + 1e-12
+    vectors = [TTVector.random(shape, 3, generator=g) for _ in range(4)]
+    total = randomized_round_sum(vectors, max_rank=50, generator=g)
+    assert isinstance(total, TTVector)
+    torch.testing.assert_close(total.to_dense(), sum(v.to_dense() for v in vectors), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="max_rank"):
+        randomized_round_sum(vectors, max_rank=0)

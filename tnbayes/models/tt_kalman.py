@@ -17,8 +17,10 @@ form: P = L Lᵀ with L a TT-matrix (prior: rank 1), the mean m a TT-vector (pri
 
 which is exact: L(I − A W Aᵀ) squared is L(I − A S⁻¹ Aᵀ)Lᵀ, the Kalman covariance (with Q = A U g^{-½}
 orthonormal, I − A S⁻¹Aᵀ = (I − Q diag(γ) Qᵀ)² for γ = 1 − σ/√(g + σ²), and γ/g is the stable form above).
-Every object is rounded after each batch (relative tolerance, optional maximum rank); rounding the *square
-root* keeps P = L Lᵀ positive semi-definite whatever is truncated. Predictions contract φ(x) with the TT
+The root is held as L = L₀ − C with L₀ = σ_f ⊗_d diag(√S_d) the exact rank-1 prior root and C a TT-matrix;
+after each batch the mean and C are rounded (relative tolerance, optional maximum rank; with a maximum rank
+the sum C + Σ_i u_i c_iᵀ is rounded by a randomized sketch without forming the outer products). The prior is
+never truncated, and any C keeps P = L Lᵀ positive semi-definite. Predictions contract φ(x) with the TT
 objects: mean c + φᵀm, variance ‖Lᵀφ‖² — never an M^D dense matrix.
 """
 
@@ -40,7 +42,7 @@ from tnbayes.basis.spectral import kernel_name
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
-from tnbayes.tensors.tt import TTMatrix, TTVector
+from tnbayes.tensors.tt import TTMatrix, TTVector, randomized_round_sum
 
 __all__ = ["TTKalmanGP", "kalman_batch_update"]
 
@@ -67,25 +69,47 @@ def _row_variances(cores: list[torch.Tensor], phi: torch.Tensor) -> torch.Tensor
     return env[:, 0, 0]
 
 
-def _weighted_sum(vectors: list[TTVector], weights: torch.Tensor, tol: float, max_rank: int | None) -> TTVector:
-    """Σ_i w_i x_i, rounded."""
+def _weighted_sum(vectors: list[TTVector], weights: torch.Tensor, tol: float, max_rank: int | None,
+                  generator: torch.Generator | None = None) -> TTVector:
+    """Σ_i w_i x_i, rounded (in one randomized rounding when ``max_rank`` is given)."""
+    if max_rank is not None and len(vectors) > 1:
+        return randomized_round_sum(vectors, weights.tolist(), max_rank=int(max_rank), tol=tol, generator=generator)
     total = vectors[0] * weights[0]
     for x, w in zip(vectors[1:], weights[1:]):
         total = (total + x * w).round(tol, max_rank)
     return total
 
 
-def kalman_batch_update(mean: TTVector, root: TTMatrix, phi: torch.Tensor, targets: torch.Tensor,
-                        noise_variance: float, *, tol: float = 0.0,
-                        max_rank: int | None = None) -> tuple[TTVector, TTMatrix]:
+def _diagonal_root(prior_root: torch.Tensor) -> TTMatrix:
+    """The rank-1 TT-matrix ``L₀ = ⊗_d diag(prior_root[d])``."""
+    return TTMatrix([torch.diag(w).reshape(1, w.numel(), w.numel(), 1) for w in prior_root])
+
+
+def _scaled(x: TTVector, prior_root: torch.Tensor) -> TTVector:
+    """``L₀ x`` (a mode-wise scaling: ranks unchanged)."""
+    return TTVector([core * w.reshape(1, -1, 1) for core, w in zip(x.cores, prior_root)])
+
+
+def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TTMatrix | None, phi: torch.Tensor,
+                        targets: torch.Tensor, noise_variance: float, *, tol: float = 0.0,
+                        max_rank: int | None = None,
+                        generator: torch.Generator | None = None) -> tuple[TTVector, TTMatrix]:
     """One square-root Kalman update of a TT posterior with a batch of rank-1 measurements.
+
+    The covariance square root is held as ``L = L₀ − C``: L₀ = ⊗_d diag(prior_root[d]) the exact (rank-1)
+    prior root and C a TT-matrix correction. Only C (and the mean) is ever rounded, so the prior is never
+    truncated, whatever the ranks: this matters because L₀ has a huge dynamic range (products of D spectral
+    densities) and dominates ‖L‖, so rounding L itself would spend the whole error budget on the prior. Any C
+    gives P = L Lᵀ ⪰ 0.
 
     Parameters
     ----------
     mean : TTVector with modes (M, …, M)
         m, the current mean.
-    root : TTMatrix with row modes (M, …, M)
-        L, the current covariance square root (P = L Lᵀ).
+    prior_root : torch.Tensor of shape (D, M)
+        Diagonals of the factors of L₀.
+    correction : TTMatrix with modes (M, …, M) × (M, …, M), or None
+        C (None: zero, the prior).
     phi : torch.Tensor of shape (D, B, M)
         Per-input features of the batch (row i is φ_1(x_i1) ⊗ … ⊗ φ_D(x_iD)).
     targets : torch.Tensor of shape (B,)
@@ -93,17 +117,27 @@ def kalman_batch_update(mean: TTVector, root: TTMatrix, phi: torch.Tensor, targe
     noise_variance : float
         σ².
     tol : float
-        Relative rounding tolerance of the updated mean and root (0: exact up to round-off).
+        Relative rounding tolerance of the updated mean and correction (0: exact up to round-off).
     max_rank : int, optional
+        Cap of the ranks. When given, the update ``C + Σ_i u_i c_iᵀ`` is rounded by
+        :func:`~tnbayes.tensors.tt.randomized_round_sum` (the outer products, of rank r_u·r_c each, are never
+        formed), which is what makes large D affordable; without it the sum is formed and rounded exactly.
+    generator : torch.Generator, optional
+        Source of the randomized rounding's sketch.
 
     Returns
     -------
-    mean, root : TTVector, TTMatrix
-        The posterior given the batch (see the module docstring for the formulas).
+    mean, correction : TTVector, TTMatrix
+        The posterior given the batch (see the module docstring for the formulas; L_new = L₀ − C_new).
     """
     B = phi.shape[1]
-    projected = [TTVector([torch.einsum("amkb,m->akb", core, phi[d, i]) for d, core in enumerate(root.cores)])
-                 .round(tol, max_rank) for i in range(B)]  # a_i = Lᵀφ_i (exact rank r_L; rounded)
+    projected = []  # a_i = Lᵀφ_i = L₀φ_i − Cᵀφ_i (rank r_C + 1, exact)
+    for i in range(B):
+        base = TTVector([(prior_root[d] * phi[d, i]).reshape(1, -1, 1) for d in range(phi.shape[0])])
+        if correction is not None:
+            base = base - TTVector([torch.einsum("amkb,m->akb", core, phi[d, i])
+                                    for d, core in enumerate(correction.cores)])
+        projected.append(base.round(tol))
     gram = torch.empty(B, B, dtype=phi.dtype, device=phi.device)
     for i in range(B):
         for j in range(i, B):
@@ -111,19 +145,32 @@ def kalman_batch_update(mean: TTVector, root: TTMatrix, phi: torch.Tensor, targe
     residual = targets - _contract_rows(mean.cores, phi)
     system = gram + noise_variance * torch.eye(B, dtype=phi.dtype, device=phi.device)
     gains = torch.linalg.solve(system, residual)  # S⁻¹ r
-    updates = [root.matvec_rounded(a, tol, max_rank) for a in projected]  # L a_i = P φ_i
-    mean = (mean + _weighted_sum(updates, gains, tol, max_rank)).round(tol, max_rank)
+    updates = []  # u_i = L a_i = P φ_i
+    for a in projected:
+        u = _scaled(a, prior_root)
+        if correction is not None:
+            # L₀a and Ca nearly cancel where the data are informative: round their exact difference, never
+            # the two parts separately (that error would be relative to ‖Ca‖ ≫ ‖u‖ and the mean diverges)
+            if max_rank is not None:
+                u = randomized_round_sum([u, correction.matvec(a)], [1.0, -1.0], max_rank=int(max_rank), tol=tol,
+                                         generator=generator)
+            else:
+                u = (u - correction.matvec(a)).round(tol)
+        updates.append(u)
+    mean = (mean + _weighted_sum(updates, gains, tol, max_rank, generator)).round(tol, max_rank)
     g, U = torch.linalg.eigh(gram)
     g = g.clamp_min(0.0)
     root_g = torch.sqrt(g + noise_variance)
     W = (U / (root_g * (root_g + math.sqrt(noise_variance)))) @ U.T
-    correction = None
-    for i in range(B):
-        combined = _weighted_sum(projected, W[i], tol, max_rank)
-        term = updates[i].outer(combined)
-        correction = term if correction is None else (correction + term).round(tol, max_rank)
-    root = (root - correction).round(tol, max_rank)
-    return mean, root
+    combined = [_weighted_sum(projected, W[i], tol, max_rank, generator) for i in range(B)]
+    # L_new = L − Σ_i u_i c_iᵀ  ⇔  C_new = C + Σ_i u_i c_iᵀ
+    if max_rank is not None:
+        terms = ([correction] if correction is not None else []) + list(zip(updates, combined))
+        return mean, randomized_round_sum(terms, max_rank=int(max_rank), tol=tol, generator=generator)
+    total = correction
+    for u, c in zip(updates, combined):
+        total = u.outer(c) if total is None else (total + u.outer(c)).round(tol)
+    return mean, total
 
 
 class TTKalmanGP(BaseModel):
@@ -158,8 +205,9 @@ class TTKalmanGP(BaseModel):
     forgetting : float
         λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
     early_stopping_tol : float, optional
-        Stop filtering once a batch lowers tr(P) by less than this fraction, ``patience`` batches in a row
-        (the posterior then conditions on the rows seen so far; ``rows_used_`` says how many).
+        Stop filtering once a batch lowers tr(P) by less than this fraction of the reduction achieved by all
+        batches so far, ``patience`` batches in a row (the posterior then conditions on the rows seen so far;
+        ``rows_used_`` says how many).
     patience : int
     max_num_basis : int
         Upper limit of the automatic M.
@@ -180,7 +228,7 @@ class TTKalmanGP(BaseModel):
     outputscale_, noise_variance_, mean_constant_ : float
     num_basis_ : int
     rank_history_ : list of tuple
-        Largest TT rank of (mean, root) after every batch.
+        Largest TT rank of (mean, correction C) after every batch (the root is L₀ − C, rank + 1).
     trace_history_ : list of float
         tr(P) after every batch.
     rows_used_ : int
@@ -193,7 +241,7 @@ class TTKalmanGP(BaseModel):
     def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
                  c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
-                 batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = None, forgetting: float = 1.0,
+                 batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = 10, forgetting: float = 1.0,
                  early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 12,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -283,13 +331,12 @@ class TTKalmanGP(BaseModel):
                                         half_range=half_range.tolist(), stacklevel=5)
         return basis
 
-    def _prior(self, D: int) -> tuple[TTVector, TTMatrix]:
+    def _prior(self, D: int) -> tuple[TTVector, torch.Tensor]:
+        """Zero mean and the diagonals (D, M) of the prior root L₀ = σ_f ⊗_d diag(√S_d)."""
         weights = self.basis_.spectral_weights(self.lengthscale_, self.kernel, self.nu)  # (D, M) = √S_d
-        scale = self.outputscale_ ** (0.5 / D)
-        root = TTMatrix([torch.diag(scale * weights[d]).reshape(1, self.num_basis_, self.num_basis_, 1)
-                         for d in range(D)])
+        prior_root = (self.outputscale_ ** (0.5 / D)) * weights.to(torch.float64)
         mean = TTVector([torch.zeros(1, self.num_basis_, 1, dtype=torch.float64) for _ in range(D)])
-        return mean, root
+        return mean, prior_root
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self._check_params()
@@ -299,32 +346,41 @@ class TTKalmanGP(BaseModel):
         self.mean_constant_ = float(self.mean_constant)
         self.basis_ = self._make_basis(X, self.lengthscale_)
         self.num_basis_ = self.basis_.num_basis
-        mean, root = self._prior(D)
+        mean, prior_root = self._prior(D)
         order = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(int(self.seed)))
         tol, max_rank = float(self.tol), self.max_rank
+        sketch_generator = torch.Generator().manual_seed(int(self.seed))
+        correction: TTMatrix | None = None
         self.rank_history_, self.trace_history_ = [], []
-        previous_trace, quiet, used = float(root.norm()) ** 2, 0, 0
+        initial_trace = previous_trace = float((prior_root ** 2).sum(dim=1).prod())
+        quiet, used = 0, 0
         start = time.perf_counter()
         for first in range(0, X.shape[0], int(self.batch_size)):
             rows = order[first:first + int(self.batch_size)]
-            if self.forgetting < 1.0:
-                root = root * (1.0 / math.sqrt(float(self.forgetting)))
+            if self.forgetting < 1.0:  # P / λ: both parts of the root scale by 1/√λ
+                factor = 1.0 / math.sqrt(float(self.forgetting))
+                prior_root = prior_root * factor ** (1.0 / D)
+                correction = correction * factor if correction is not None else None
             phi = self.basis_.eigenfunctions(X[rows])  # (D, B, M)
-            mean, root = kalman_batch_update(mean, root, phi, y[rows] - self.mean_constant_, self.noise_variance_,
-                                             tol=tol, max_rank=max_rank)
+            mean, correction = kalman_batch_update(mean, prior_root, correction, phi, y[rows] - self.mean_constant_,
+                                                   self.noise_variance_, tol=tol, max_rank=max_rank,
+                                                   generator=sketch_generator)
             used += len(rows)
-            trace = float(root.norm()) ** 2
-            self.rank_history_.append((max(mean.ranks), max(root.ranks)))
+            trace = float((_diagonal_root(prior_root) - correction).norm()) ** 2
+            self.rank_history_.append((max(mean.ranks), max(correction.ranks)))
             self.trace_history_.append(trace)
             if self.early_stopping_tol is not None:
-                quiet = quiet + 1 if previous_trace - trace < float(self.early_stopping_tol) * previous_trace else 0
+                gained = initial_trace - trace
+                small = previous_trace - trace < float(self.early_stopping_tol) * max(gained, 0.0)
+                quiet = quiet + 1 if small else 0
                 if quiet >= int(self.patience):
                     break
             previous_trace = trace
         self.seconds_per_row_ = (time.perf_counter() - start) / max(used, 1)
         self.rows_used_ = used
         self.posterior_mean_tt_ = mean
-        self.posterior_cov_sqrt_tt_ = root
+        root = _diagonal_root(prior_root)
+        self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
 
     # ------------------------------------------------------------------ the TT posterior
     def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
