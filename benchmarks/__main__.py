@@ -21,6 +21,8 @@ ENTRIES = {
     "engine_grouping": "benchmarks.engine_grouping",
     "rffnet_table2": "benchmarks.rffnet_table2",
     "tnkf_sinc": "benchmarks.tnkf_sinc",
+    "tt_kalman_uci": "benchmarks.tt_kalman_uci",
+    "tt_kalman_cost": "benchmarks.tt_kalman_cost",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",

@@ -201,7 +201,10 @@ class TTKalmanGP(BaseModel):
         Relative TT-rounding tolerance after every update (0: exact up to round-off; ranks then grow to
         the full ones).
     max_rank : int, optional
-        Cap of every TT rank after rounding.
+        Cap of the TT ranks of the mean and of the covariance correction C after rounding (default 10; the
+        root L = L₀ − C then has rank ≤ max_rank + 1). ``None``: only ``tol`` truncates (exact when 0;
+        ranks then grow with the data and the cost with their cube). Truncation error shrinks with the cap —
+        see ``benchmarks/results/tt_kalman_cost.md`` for the cost and the tests for the accuracy.
     forgetting : float
         λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
     early_stopping_tol : float, optional
@@ -210,7 +213,8 @@ class TTKalmanGP(BaseModel):
         ``rows_used_`` says how many).
     patience : int
     max_num_basis : int
-        Upper limit of the automatic M.
+        Upper limit of the automatic M (default 8: the cost per row grows about as M², and for D ≥ 6 the
+        lengthscale rule often asks for more than is affordable; an ``ApproximationWarning`` then says so).
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit.
     seed : int
@@ -242,7 +246,7 @@ class TTKalmanGP(BaseModel):
                  c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
                  batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = 10, forgetting: float = 1.0,
-                 early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 12,
+                 early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 8,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
