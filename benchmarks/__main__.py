@@ -23,6 +23,7 @@ ENTRIES = {
     "tnkf_sinc": "benchmarks.tnkf_sinc",
     "tt_kalman_uci": "benchmarks.tt_kalman_uci",
     "tt_kalman_cost": "benchmarks.tt_kalman_cost",
+    "tt_kalman_airline": "benchmarks.tt_kalman_airline",
     "tnkf_speed": "benchmarks.tnkf_speed",
     "tnkf_classification": "benchmarks.tnkf_classification",
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",

@@ -145,7 +145,7 @@ def main(argv: list[str]) -> int:
     folder = output_path("rffnet_table2", "")
     folder.mkdir(exist_ok=True)
     done = read_rows(args.resume) if args.resume else []
-    rows: list[dict] = []
+    rows: list[dict] = [r for r in done if r["dataset"] not in args.only]  # other sets' rows stay in the table
 
     def run(name: str, k: int, kind: str, n_train: int | None = None) -> None:
         previous = [r for r in done if r["dataset"] == name and r["kind"] == kind and int(r["split"]) == k

@@ -57,8 +57,8 @@ def test_truncated_square_root_keeps_the_covariance_psd():
 
 def test_rank_capped_filter_approaches_the_dense_posterior():
     """Rank-capped filtering (randomized rounding of C) on D = 4, M = 4 against the dense posterior: the
-    error shrinks with the rank cap (measured: max mean error 0.12 at rank 4, 0.06 at rank 24; variance
-    ratio 0.52–2.02 at rank 4, 0.83–1.46 at rank 24)."""
+    error shrinks with the rank cap (measured: max mean error 0.18 at rank 4, 0.046 at rank 24; variance
+    ratio 0.88–4.2 at rank 4, 0.81–1.26 at rank 24)."""
     X, y = _data(200, 4)
     Xq = np.random.default_rng(4).uniform(-1, 1, (100, 4))
     with warnings.catch_warnings():
@@ -71,10 +71,11 @@ def test_rank_capped_filter_approaches_the_dense_posterior():
             post = capped.posterior(Xq, observation_noise=False)
             errors[rank] = float((post.mean - exact.mean).abs().max())
             ratios[rank] = post.variance / exact.variance
-    assert errors[24] < 0.7 * errors[4]
+    assert errors[24] < 0.5 * errors[4]
     assert errors[24] < 0.1 * float(exact.mean.std())
     assert 0.75 < float(ratios[24].min()) and float(ratios[24].max()) < 1.5
-    assert float(ratios[24].min()) > float(ratios[4].min())
+    worst = {rank: float(ratios[rank].log().abs().max()) for rank in ratios}
+    assert worst[24] < worst[4]
 
 
 def test_defaults_are_calibrated_next_to_exact_gp():
