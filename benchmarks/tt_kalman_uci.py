@@ -21,8 +21,8 @@ import math
 import numpy as np
 
 from benchmarks._common import RESULTS_DIR, header, output_path
-from tnbayes import HilbertGP, TTKalmanGP
-from tnbayes.compare import compare
+from tnbayes import HilbertGP, TTKalmanGP, datasets
+from tnbayes.compare import compare, parse_splits
 
 DATASETS = ["concrete", "energy"]
 STORED = {"ExactGP": ("exact_gp_uci", "exact_gp"), "CPD (Laplace)": ("cpd_uci_calibration", "cpd")}
@@ -42,6 +42,33 @@ def _cell(values: list[float], digits: int = 3) -> str:
     return f"{values.mean():.{digits}f} ± {se:.{digits}f}"
 
 
+def _write(rows: list[dict], args: argparse.Namespace) -> None:
+    """Markdown table (with the stored ExactGP / CPD rows of the same splits) and runs.csv of ``rows``."""
+    splits = {(r["dataset"], int(r["split"])) for r in rows}
+    stored = [r for label in STORED for r in _stored_rows(label) if (r["dataset"], int(r["split"])) in splits]
+    lines = ["| dataset | model | splits | RMSE | NLPD | 95% coverage | 95% width | fit s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in args.datasets:
+        for label in ["ExactGP", "TTKalmanGP", "HilbertGP (additive)", "CPD (Laplace)"]:
+            sel = [r for r in rows + stored if r["dataset"] == name and r["model"] == label]
+            if not sel:
+                continue
+            col = lambda key: [float(r[key]) for r in sel]  # noqa: E731
+            lines.append(f"| {name} | {label} | {len(sel)} | {_cell(col('rmse'))} | {_cell(col('nlpd'))} | "
+                         f"{_cell(col('coverage_95'))} | {_cell(col('interval_width_95'))} | "
+                         f"{np.mean(col('fit_seconds')):.1f} |")
+    protocol = ("see the module docstring of benchmarks/tt_kalman_uci.py (TTKalmanGP and additive HilbertGP "
+                "fitted in this run; ExactGP and CPD rows from earlier runs on the same splits)")
+    text = header("Primal TT Kalman filter on D = 8 UCI sets", protocol) + "\n".join(lines) + "\n"
+    output_path(args.name, ".md").write_text(text)
+    folder = output_path(args.name, "")
+    folder.mkdir(exist_ok=True)
+    with open(folder / "runs.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks tt_kalman_uci")
@@ -52,33 +79,9 @@ def main(argv: list[str]) -> int:
     models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
     rows: list[dict] = []
     for dataset in args.datasets:
-        part = compare(models, [dataset], args.splits, figures=False, progress=True)
-        rows.extend(part.rows)
-        ours = [r for r in rows]
-        splits = {(r["dataset"], int(r["split"])) for r in ours}
-        stored = [r for label in STORED for r in _stored_rows(label) if (r["dataset"], int(r["split"])) in splits]
-        lines = ["| dataset | model | splits | RMSE | NLPD | 95% coverage | 95% width | fit s |",
-                 "|---|---|---|---|---|---|---|---|"]
-        for name in args.datasets:
-            for label in ["ExactGP", "TTKalmanGP", "HilbertGP (additive)", "CPD (Laplace)"]:
-                sel = [r for r in ours + stored if r["dataset"] == name and r["model"] == label]
-                if not sel:
-                    continue
-                col = lambda key: [float(r[key]) for r in sel]  # noqa: E731
-                lines.append(f"| {name} | {label} | {len(sel)} | {_cell(col('rmse'))} | {_cell(col('nlpd'))} | "
-                             f"{_cell(col('coverage_95'))} | {_cell(col('interval_width_95'))} | "
-                             f"{np.mean(col('fit_seconds')):.1f} |")
-        protocol = ("see the module docstring of benchmarks/tt_kalman_uci.py (TTKalmanGP and additive HilbertGP "
-                    "fitted in this run; ExactGP and CPD rows from earlier runs on the same splits)")
-        text = header("Primal TT Kalman filter on D = 8 UCI sets", protocol) + "\n".join(lines) + "\n"
-        output_path(args.name, ".md").write_text(text)
-        part_rows = rows
-        folder = output_path(args.name, "")
-        folder.mkdir(exist_ok=True)
-        keys = list(part_rows[0].keys())
-        with open(folder / "runs.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(part_rows)
-        print(text, flush=True)
+        for k in parse_splits(args.splits, datasets.load(dataset, split=0).n_splits):
+            part = compare(models, [dataset], [k], figures=False, progress=False)
+            rows.extend(part.rows)
+            _write(rows, args)
+            print(f"{dataset} split {k} done", flush=True)
     return 0

@@ -44,6 +44,8 @@ __all__ = ["HilbertGP"]
 
 #: largest M^D used by structure="auto" before it switches to the additive structure
 AUTO_MAX_PRODUCT_FEATURES = 1024
+#: largest D·M the adaptation may reach for the additive structure (each likelihood step is O((D·M)³))
+ADDITIVE_MAX_FEATURES = 1024
 
 
 class HilbertGP(BaseModel):
@@ -107,7 +109,8 @@ class HilbertGP(BaseModel):
     Notes
     -----
     When ``num_basis``/``c`` are not given they are chosen from the data: start from c = 2 and the
-    largest M allowed by the structure (64 for 1-D, 32 per dimension for 2-D products, 32 for additive),
+    largest M allowed by the structure (64 for 1-D, 32 per dimension for 2-D products, 32 for additive;
+    the enlargement stops at ``max_num_basis`` and, for additive models, at D·M ≤ 1024),
     maximise the marginal likelihood, then check the fitted lengthscales against the rule of
     Riutort-Mayol et al. (2022) (``c ≥ 3.2 ℓ/S``, ``M ≥ 1.75 c S/ℓ`` for SE; Matérn constants
     likewise) tightened to ``c ≥ 1 + 2.6 ℓ/S`` and ``M ≥ 3.4 c S/ℓ`` (the published rule leaves
@@ -310,6 +313,8 @@ class HilbertGP(BaseModel):
         if self.structure == "product" or (self.structure == "auto" and num_dims > 1):
             cap = AUTO_MAX_PRODUCT_FEATURES if self.structure == "auto" else DEFAULT_MAX_PRODUCT_FEATURES
             limit = min(limit, max(1, int(math.floor(cap ** (1.0 / num_dims) + 1e-9))))
+        elif num_dims > 1:  # additive: D·M features
+            limit = min(limit, max(1, ADDITIVE_MAX_FEATURES // num_dims))
         return limit
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
