@@ -14,6 +14,7 @@ Hyper-parameters of the first three by exact-GP marginal likelihood on ≤ 1000 
 standardised with training statistics; NLPD and interval width in minutes of delay.
 
     python -m benchmarks tt_kalman_airline
+    python -m benchmarks tt_kalman_airline --models hilbert cpd exact --append   # continue a stopped run
     python -m benchmarks tt_kalman_airline --n-train 5000 --n-test 1000 --exact-points 1000   # smoke
 """
 
@@ -37,11 +38,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--exact-points", type=int, default=5000)
     parser.add_argument("--num-basis", type=int, default=4)
     parser.add_argument("--rank", type=int, default=5)
+    parser.add_argument("--models", nargs="+", default=["tt", "hilbert", "cpd", "exact"],
+                        choices=["tt", "hilbert", "cpd", "exact"])
+    parser.add_argument("--append", action="store_true", help="keep the model rows of the existing table")
     args = parser.parse_args(argv)
     Xtr, ytr, Xte, yte = airline_split(args.n_train)
     Xte, yte = Xte[: args.n_test], yte[: args.n_test]
     var = float(np.var(ytr))
     name = "tt_kalman_airline" if args.n_train == 100_000 else f"tt_kalman_airline_{args.n_train}"
+    keys = ["tt", "hilbert", "cpd", "exact"]
     models = {
         f"TTKalmanGP (M ≤ {args.num_basis}, rank ≤ {args.rank})": (TTKalmanGP(max_num_basis=args.num_basis,
                                                                                max_rank=args.rank), None),
@@ -49,8 +54,12 @@ def main(argv: list[str]) -> int:
         "CPDKernelMachine": (CPDKernelMachine(out_of_box="clip"), None),
         f"ExactGP ({args.exact_points} rows)": (ExactGP(), args.exact_points),
     }
+    models = {label: spec for key, (label, spec) in zip(keys, models.items()) if key in args.models}
     lines = ["| model | N train | test MSE (std. y) | NLPD | 95% coverage | 95% width | fit s |",
              "|---|---|---|---|---|---|---|"]
+    if args.append and output_path(name, ".md").exists():
+        lines += [line for line in output_path(name, ".md").read_text().splitlines()[2:]
+                  if line.startswith("| ") and not line.startswith(("| model", "|---"))]
     protocol = (f"first {len(ytr)} rows of the fixed airline training set, first {len(yte)} test rows; "
                 "see the module docstring of benchmarks/tt_kalman_airline.py")
     for label, (model, rows) in models.items():
