@@ -83,6 +83,16 @@ def write_rows(rows: list[dict], path) -> None:
         writer.writerows(rows)
 
 
+def table_rows(name: str) -> list[str]:
+    """Body rows (``| … |`` lines minus header and separator) of the Markdown table in ``results/<name>.md``;
+    [] when it does not exist. Lets a stopped run continue with ``--append``."""
+    path = output_path(name, ".md")
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    return [line for line in lines[1:] if not line.startswith("|---")]
+
+
 def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
     """Rows of ``results/<name>/runs.csv`` from an earlier run, minus the datasets being re-run.
 

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from benchmarks._common import airline_split, header, output_path
+from benchmarks._common import airline_split, header, output_path, table_rows
 from tnbayes import QTKM, TKM, metrics
 
 NUM_BASIS, PERIOD, PENALTY = 64, 10.0, 1e-10
@@ -45,9 +45,8 @@ def main(argv: list[str]) -> int:
     protocol = (f"fixed airline split, N train {len(ytr)}, N test {len(yte)}; M = {NUM_BASIS}, P = {PERIOD:g}, "
                 f"λ = {PENALTY:g} (penalty N·λ‖W‖², raw features), at most {args.sweeps} sweeps (tol 1e-8); "
                 "MSE on standardised y")
-    if args.append and output_path(name, ".md").exists():
-        lines += [line for line in output_path(name, ".md").read_text().splitlines()
-                  if line.startswith(("| TKM |", "| QTKM |"))]
+    if args.append:
+        lines += table_rows(name)
     runs = [(TKM, r) for r in args.tkm_ranks] + [(QTKM, r) for r in args.qtkm_ranks]
     for cls, rank in runs:
         model = cls(rank=rank, num_basis=NUM_BASIS, period=PERIOD, penalty=PENALTY, normalize_features=False,

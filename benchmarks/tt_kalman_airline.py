@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks._common import airline_split, header, output_path
+from benchmarks._common import airline_split, header, output_path, table_rows
 from tnbayes import CPDKernelMachine, ExactGP, HilbertGP, TTKalmanGP, metrics
 
 
@@ -57,9 +57,8 @@ def main(argv: list[str]) -> int:
     models = {label: spec for key, (label, spec) in zip(keys, models.items()) if key in args.models}
     lines = ["| model | N train | test MSE (std. y) | NLPD | 95% coverage | 95% width | fit s |",
              "|---|---|---|---|---|---|---|"]
-    if args.append and output_path(name, ".md").exists():
-        lines += [line for line in output_path(name, ".md").read_text().splitlines()[2:]
-                  if line.startswith("| ") and not line.startswith(("| model", "|---"))]
+    if args.append:
+        lines += table_rows(name)
     protocol = (f"first {len(ytr)} rows of the fixed airline training set, first {len(yte)} test rows; "
                 "see the module docstring of benchmarks/tt_kalman_airline.py")
     for label, (model, rows) in models.items():

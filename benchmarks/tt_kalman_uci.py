@@ -15,12 +15,11 @@ original units; mean ± standard error over splits.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, header, output_path
+from benchmarks._common import RESULTS_DIR, header, output_path, read_rows, write_rows
 from tnbayes import HilbertGP, TTKalmanGP, datasets
 from tnbayes.compare import compare, parse_splits
 
@@ -28,10 +27,10 @@ DATASETS = ["concrete", "energy"]
 STORED = {"ExactGP": ("exact_gp_uci", "exact_gp"), "CPD (Laplace)": ("cpd_uci_calibration", "cpd")}
 
 
-def _stored_rows(label: str) -> list[dict]:
-    folder, model = STORED[label]
-    with open(RESULTS_DIR / folder / "runs.csv") as fh:
-        return [dict(row, model=label) for row in csv.DictReader(fh) if row["model"] == model]
+def _stored_rows() -> list[dict]:
+    """The ExactGP and CPD rows of earlier runs, labelled as in the table."""
+    return [dict(row, model=label) for label, (folder, model) in STORED.items()
+            for row in read_rows(RESULTS_DIR / folder / "runs.csv") if row["model"] == model]
 
 
 def _cell(values: list[float], digits: int = 3) -> str:
@@ -42,10 +41,10 @@ def _cell(values: list[float], digits: int = 3) -> str:
     return f"{values.mean():.{digits}f} ± {se:.{digits}f}"
 
 
-def _write(rows: list[dict], args: argparse.Namespace) -> None:
+def _write(rows: list[dict], stored: list[dict], args: argparse.Namespace) -> None:
     """Markdown table (with the stored ExactGP / CPD rows of the same splits) and runs.csv of ``rows``."""
     splits = {(r["dataset"], int(r["split"])) for r in rows}
-    stored = [r for label in STORED for r in _stored_rows(label) if (r["dataset"], int(r["split"])) in splits]
+    stored = [r for r in stored if (r["dataset"], int(r["split"])) in splits]
     lines = ["| dataset | model | splits | RMSE | NLPD | 95% coverage | 95% width | fit s |",
              "|---|---|---|---|---|---|---|---|"]
     for name in args.datasets:
@@ -63,10 +62,7 @@ def _write(rows: list[dict], args: argparse.Namespace) -> None:
     output_path(args.name, ".md").write_text(text)
     folder = output_path(args.name, "")
     folder.mkdir(exist_ok=True)
-    with open(folder / "runs.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(rows, folder / "runs.csv")
 
 
 def main(argv: list[str]) -> int:
@@ -78,10 +74,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
     rows: list[dict] = []
+    stored = _stored_rows()
     for dataset in args.datasets:
         for k in parse_splits(args.splits, datasets.load(dataset, split=0).n_splits):
             part = compare(models, [dataset], [k], figures=False, progress=False)
             rows.extend(part.rows)
-            _write(rows, args)
+            _write(rows, stored, args)
             print(f"{dataset} split {k} done", flush=True)
     return 0
