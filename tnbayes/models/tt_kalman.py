@@ -42,7 +42,7 @@ from tnbayes.basis.spectral import kernel_name
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
-from tnbayes.tensors.tt import TTMatrix, TTVector, _round_cores, randomized_round_sum
+from tnbayes.tensors.tt import TTMatrix, TTVector, _block_sum, _round_cores, randomized_round_sum
 
 __all__ = ["TTKalmanGP", "kalman_batch_update"]
 
@@ -102,26 +102,17 @@ def _combinations(vectors: list[TTVector], weights: torch.Tensor, tol: float,
     if D == 1:
         dense = torch.stack([x.cores[0][0, :, 0] for x in vectors])  # (B, M)
         return [TTVector([(weights[i] @ dense).reshape(1, -1, 1)]) for i in range(B)]
-    cores = []
-    for k in range(D - 1):
-        blocks = [x.cores[k] for x in vectors]
-        if k == 0:
-            cores.append(torch.cat(blocks, dim=2))
-            continue
-        rows, cols = sum(b.shape[0] for b in blocks), sum(b.shape[2] for b in blocks)
-        core = blocks[0].new_zeros(rows, blocks[0].shape[1], cols)
-        r0 = c0 = 0
-        for b in blocks:
-            core[r0:r0 + b.shape[0], :, c0:c0 + b.shape[2]] = b
-            r0, c0 = r0 + b.shape[0], c0 + b.shape[2]
-        cores.append(core)
-    lasts = [x.cores[-1][:, :, 0] for x in vectors]  # (r_j, M)
-    M = lasts[0].shape[1]
-    last = lasts[0].new_zeros(sum(b.shape[0] for b in lasts), M, B)
+    stacked = list(vectors[0].cores)
+    for x in vectors[1:]:
+        stacked = _block_sum(stacked, x.cores)  # block-diagonal ranks; last cores stacked on the left rank
+    cores, stacked_last = stacked[:-1], stacked[-1][:, :, 0]  # (Σ_j r_j, M)
+    M = stacked_last.shape[1]
+    last = stacked_last.new_zeros(stacked_last.shape[0], M, B)
     r0 = 0
-    for j, b in enumerate(lasts):
-        last[r0:r0 + b.shape[0], :, j] = b
-        r0 += b.shape[0]
+    for j, x in enumerate(vectors):  # give the batch index to each vector's rows of the last core
+        r = x.cores[-1].shape[0]
+        last[r0:r0 + r, :, j] = stacked_last[r0:r0 + r]
+        r0 += r
     last = torch.einsum("rmj,ij->rmi", last, weights)
     cores.append(last.reshape(last.shape[0], M * B, 1))
     rounded = _round_cores(cores, tol, max_rank)
