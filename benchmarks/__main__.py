@@ -28,6 +28,7 @@ ENTRIES = {
     "tnkf_classification": "benchmarks.tnkf_classification",
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
     "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
+    "scale_out": "benchmarks.scale_out",
 }
 
 

@@ -10,6 +10,7 @@ original units; mean ± standard error over splits.
 
     python -m benchmarks tt_kalman_uci                          # concrete and energy, 20 splits
     python -m benchmarks tt_kalman_uci --datasets energy --splits 0:2
+    python -m benchmarks tt_kalman_uci --resume                 # keep the stored splits, fit the missing ones
 """
 
 from __future__ import annotations
@@ -71,12 +72,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
     parser.add_argument("--splits", default="all")
     parser.add_argument("--name", default="tt_kalman_uci")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the splits already in results/<name>/runs.csv and fit only the missing ones")
     args = parser.parse_args(argv)
     models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
-    rows: list[dict] = []
+    runs = output_path(args.name, "") / "runs.csv"
+    rows: list[dict] = read_rows(runs) if args.resume and runs.exists() else []
+    done = {(r["dataset"], int(r["split"])) for r in rows}
     stored = _stored_rows()
     for dataset in args.datasets:
         for k in parse_splits(args.splits, datasets.load(dataset, split=0).n_splits):
+            if (dataset, k) in done:
+                continue
             part = compare(models, [dataset], [k], figures=False, progress=False)
             rows.extend(part.rows)
             _write(rows, stored, args)

@@ -1,6 +1,6 @@
 """tnbayes: tensor-network kernel machines as Bayesian regressors."""
 
-from tnbayes import basis, datasets, inference, kernels, metrics, tensors
+from tnbayes import basis, data, datasets, distributed, inference, kernels, metrics, tensors
 from tnbayes._version import __version__
 from tnbayes.compare import compare
 from tnbayes.models import (
@@ -51,7 +51,9 @@ __all__ = [
     "TNKFClassifier",
     "TTKalmanGP",
     "compare",
+    "data",
     "datasets",
+    "distributed",
     "list_models",
     "load_model",
     "make_model",

@@ -43,16 +43,26 @@ class AffineScaler:
 
     def fit(self, data: torch.Tensor) -> "AffineScaler":
         """Estimate shift and scale from training data of shape (n, d) or (n,)."""
+        variance = data.var(dim=0, correction=0) if data.shape[0] > 1 else torch.ones_like(data[0])
+        return self.fit_statistics(data.mean(dim=0), variance, data.amin(dim=0), data.amax(dim=0))
+
+    def fit_statistics(self, mean: torch.Tensor, variance: torch.Tensor, minimum: torch.Tensor,
+                       maximum: torch.Tensor) -> "AffineScaler":
+        """Set shift and scale from column statistics (what an out-of-core fit accumulates in one pass).
+
+        Parameters
+        ----------
+        mean, variance, minimum, maximum : torch.Tensor of shape (d,) or ()
+            Column mean, population variance (divisor n), minimum and maximum of the training data.
+        """
         if self.kind == "standard":
-            shift = data.mean(dim=0)
-            scale = data.std(dim=0, correction=0) if data.shape[0] > 1 else torch.ones_like(shift)
+            shift, scale = mean, variance.clamp_min(0).sqrt()
         elif self.kind == "minmax":
             lo, hi = self.feature_range
-            dmin, dmax = data.amin(dim=0), data.amax(dim=0)
-            scale = (dmax - dmin) / (hi - lo)
-            shift = dmin - lo * torch.where(scale > 0, scale, torch.ones_like(scale))
+            scale = (maximum - minimum) / (hi - lo)
+            shift = minimum - lo * torch.where(scale > 0, scale, torch.ones_like(scale))
         else:
-            shift = torch.zeros(data.shape[1:], dtype=data.dtype, device=data.device)
+            shift = torch.zeros_like(mean)
             scale = torch.ones_like(shift)
         # constant columns carry no information: leave them unscaled instead of dividing by zero
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))

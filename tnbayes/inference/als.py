@@ -24,6 +24,17 @@ every core on that column (the K quantized factors of one input) is then updated
 
 The objective is evaluated from the normal equations, ``yᴴy − 2 Re(bᴴv) + vᴴGv + λ vᴴPv``, so tracking it
 costs no extra pass over the data.
+
+Scale-out. Every quantity the engine accumulates over rows (AᴴA, Aᴴy, yᴴy, the objective) is a sum, so
+
+* the rows may come from a :class:`StreamedRows` source (out-of-core chunks, e.g. memory-mapped or parquet
+  files) instead of tensors: each core update is then one pass over the source, with only one chunk's
+  feature and design matrices in memory (no projection cache and no per-value grouping, which need all rows);
+* with ``distributed=True`` each process holds its own shard and the sums are combined by
+  ``torch.distributed.all_reduce`` before the core solve, which is identical in every process — the cores
+  equal a single-process fit up to the summation order.
+
+Low-precision (float32) fits accumulate the normal equations in float32 and solve them in float64.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tnbayes._validation import available_memory_bytes
+from tnbayes.distributed import all_reduce_sum, check_distributed
 from tnbayes.inference.features import TensorProductFeatures
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
 
@@ -43,6 +55,7 @@ __all__ = [
     "CPDALS",
     "CoreSystem",
     "REGULARIZERS",
+    "StreamedRows",
     "cpd_predict",
     "design_matrix",
     "mode_projections",
@@ -63,6 +76,43 @@ class _InputGroup:
     inverse: torch.Tensor  # (N,) index of each row's value
     order: torch.Tensor  # (N,) rows sorted by value
     representatives: torch.Tensor  # (U, D) one training row per distinct value
+
+
+class StreamedRows:
+    """Training rows read from a chunk source pass by pass, scaled as they are read.
+
+    Parameters
+    ----------
+    source : iterable of (torch.Tensor, torch.Tensor)
+        Re-iterable of raw ``(X, y)`` chunks of shapes (n_i, D) and (n_i,) (e.g. a
+        :class:`tnbayes.data.ChunkedData`).
+    num_rows : int
+        Rows in this process's part of the source.
+    num_features : int
+        D.
+    transform_X, transform_y : callable, optional
+        Applied to every chunk after it is moved to ``dtype`` and ``device`` (the model's scalers).
+    dtype : torch.dtype
+    device : torch.device or str
+    """
+
+    def __init__(self, source, num_rows: int, num_features: int, *, transform_X=None, transform_y=None,
+                 dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> None:
+        self.source = source
+        self.num_rows = int(num_rows)
+        self.num_features = int(num_features)
+        self.transform_X = transform_X
+        self.transform_y = transform_y
+        self.dtype = dtype
+        self.device = torch.device(device)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Scaled chunks ``(X, y)`` on ``device``: shapes (n_i, D) and (n_i,)."""
+        for X, y in self.source:
+            X = X.to(dtype=self.dtype, device=self.device)
+            y = y.to(dtype=self.dtype, device=self.device)
+            yield (X if self.transform_X is None else self.transform_X(X),
+                   y if self.transform_y is None else self.transform_y(y))
 
 
 @dataclass
@@ -247,7 +297,14 @@ class CPDALS:
     group_inputs : {"auto", True, False}
         Accumulate the normal equations of a core per distinct value of its input column (exact; see the
         module docstring). ``"auto"`` (default) does so for columns with few distinct values where it is
-        cheaper, ``True`` wherever the memory allows, ``False`` never.
+        cheaper, ``True`` wherever the memory allows, ``False`` never. Not available for streamed rows.
+    distributed : bool
+        This process holds one shard of the rows; sums over rows are combined over the default
+        ``torch.distributed`` process group (see the module docstring).
+
+    Notes
+    -----
+    ``X`` may be a :class:`StreamedRows` (then ``y`` is None): out-of-core fitting, one pass per core update.
 
     Attributes
     ----------
@@ -267,11 +324,12 @@ class CPDALS:
         makes a sweep O(K) instead of O(K²) Hadamard products over the data.
     """
 
-    def __init__(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
-                 penalty: float, *, regularizer: str = "full", component_weights: Sequence[float] | None = None,
-                 normalize_cores: bool = True, chunk_size: int | None = None, memory_budget: int | None = None,
+    def __init__(self, features: TensorProductFeatures, X: torch.Tensor | StreamedRows, y: torch.Tensor | None,
+                 rank: int, penalty: float, *, regularizer: str = "full",
+                 component_weights: Sequence[float] | None = None, normalize_cores: bool = True,
+                 chunk_size: int | None = None, memory_budget: int | None = None,
                  factors: Sequence[torch.Tensor] | None = None, seed: int = 0,
-                 group_inputs: bool | str = "auto") -> None:
+                 group_inputs: bool | str = "auto", distributed: bool = False) -> None:
         if not any(group_inputs is m or (isinstance(m, str) and group_inputs == m) for m in GROUPING_MODES):
             raise ValueError(f"group_inputs must be 'auto', True or False; got {group_inputs!r}.")
         if regularizer not in REGULARIZERS:
@@ -280,10 +338,19 @@ class CPDALS:
             raise ValueError(f"rank must be a positive integer; got {rank!r}.")
         if not math.isfinite(float(penalty)) or penalty < 0:
             raise ValueError(f"penalty λ must be a finite number >= 0; got {penalty!r}.")
-        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
-            raise ValueError(f"X must be (N, D) and y (N,) with N > 0; got {tuple(X.shape)} and {tuple(y.shape)}.")
-        if y.is_complex() or not y.is_floating_point() or y.device != X.device:
-            raise ValueError(f"y must be a real floating tensor on X's device ({X.device}); got {y.dtype} on {y.device}.")
+        self.distributed = check_distributed(distributed)
+        self._stream: StreamedRows | None = X if isinstance(X, StreamedRows) else None
+        if self._stream is not None:
+            if y is not None:
+                raise ValueError("y must be None when X is a StreamedRows source (the targets come with the chunks).")
+            local_rows, real_dtype, device = self._stream.num_rows, self._stream.dtype, self._stream.device
+            X = None
+        else:
+            if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
+                raise ValueError(f"X must be (N, D) and y (N,) with N > 0; got {tuple(X.shape)} and {tuple(y.shape)}.")
+            if y.is_complex() or not y.is_floating_point() or y.device != X.device:
+                raise ValueError(f"y must be a real floating tensor on X's device ({X.device}); got {y.dtype} on {y.device}.")
+            local_rows, real_dtype, device = X.shape[0], X.dtype, X.device
         if chunk_size is not None and (isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1):
             raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {chunk_size!r}.")
         self.features = features
@@ -292,9 +359,12 @@ class CPDALS:
         self.penalty = float(penalty)
         self.regularizer = regularizer
         self.normalize_cores = bool(normalize_cores)
-        self.real_dtype = X.dtype
-        self.dtype = (torch.complex128 if X.dtype == torch.float64 else torch.complex64) if features.is_complex else X.dtype
-        self.device = X.device
+        self.real_dtype = real_dtype
+        self.dtype = (torch.complex128 if real_dtype == torch.float64 else torch.complex64) if features.is_complex else real_dtype
+        self.device = device
+        #: rows summed over all processes
+        self.num_rows = int(all_reduce_sum(torch.tensor([local_rows], dtype=torch.float64, device=device),
+                                           self.distributed).item())
         num_components = features.num_components
         weights = torch.ones(num_components) if component_weights is None else torch.as_tensor(component_weights)
         self.set_component_weights(weights)
@@ -303,19 +373,19 @@ class CPDALS:
         max_width = max(features.mode_sizes) * self.rank
         self._check_memory(max_width, itemsize)
         if chunk_size is None:
-            chunk_size = max(256, min(X.shape[0], (32 * 2**20) // (itemsize * max_width * max(1, num_components))))
+            chunk_size = max(256, min(local_rows, (32 * 2**20) // (itemsize * max_width * max(1, num_components))))
         self.chunk_size = int(chunk_size)
         if memory_budget is None:
             memory_budget = available_memory_bytes(self.device) // 4
-        self._groups = self._input_groups(group_inputs, itemsize, memory_budget)
+        self._groups = {} if self._stream is not None else self._input_groups(group_inputs, itemsize, memory_budget)
         self._group_of_mode = {k: group for group in self._groups.values() for k in group.modes}
         # C and t of the last column: ((column, active components), the other cores they were built from, C, t)
         self._cross: tuple[tuple, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor] | None = None
         # per grouped column: (key, its cores, ⊙ of their projections at the column's distinct values)
         self._tables: dict[int, tuple[tuple, tuple[torch.Tensor, ...], torch.Tensor]] = {}
-        cache_bytes = features.num_modes * num_components * X.shape[0] * self.rank * itemsize
-        # the projection cache only serves the per-row accumulation
-        self.caches_projections = (cache_bytes <= memory_budget
+        cache_bytes = features.num_modes * num_components * local_rows * self.rank * itemsize
+        # the projection cache only serves the per-row accumulation of in-memory rows
+        self.caches_projections = (self._stream is None and cache_bytes <= memory_budget
                                    and len(self._group_of_mode) < features.num_modes)
 
         if factors is None:
@@ -329,7 +399,10 @@ class CPDALS:
             if sizes != expected:
                 raise ValueError(f"initial factors have shapes {sizes}; expected {expected}.")
         self.factors: list[torch.Tensor] = list(factors)
-        self.yy = float((y * y).sum())
+        squares = torch.zeros((), dtype=self.real_dtype, device=self.device)
+        for _, _, targets in self._data_chunks():
+            squares += (targets * targets).sum()
+        self.yy = float(all_reduce_sum(squares, self.distributed))
         self.history: list[float] = []
         self.sweep_objectives: list[float] = []
         self.last_system: CoreSystem | None = None
@@ -405,6 +478,19 @@ class CPDALS:
                 self._projections = self._all_projections()
                 self._projections_changed(0, self.features.num_modes - 1)
 
+    def _data_chunks(self) -> Iterator[tuple[torch.Tensor, slice, torch.Tensor]]:
+        """``(source, rows, y[rows])`` for every chunk of this process's training rows: ``source[rows]`` are the
+        inputs — ``self.X`` itself for in-memory rows (so the projection cache applies), a streamed chunk
+        otherwise (cut to ``chunk_size`` rows, whatever the source's chunk size)."""
+        if self._stream is None:
+            for rows in self._chunks():
+                yield self.X, rows, self.y[rows]
+            return
+        for X, y in self._stream:
+            for start in range(0, X.shape[0], self.chunk_size):
+                rows = slice(start, min(X.shape[0], start + self.chunk_size))
+                yield X, rows, y[rows]
+
     def _chunks(self, n: int | None = None) -> Iterator[slice]:
         n = self.X.shape[0] if n is None else n
         for start in range(0, n, self.chunk_size):
@@ -474,11 +560,17 @@ class CPDALS:
         width = self.features.mode_sizes[mode] * self.rank
         gram = torch.zeros(width, width, dtype=self.dtype, device=self.device)
         rhs = torch.zeros(width, dtype=self.dtype, device=self.device)
-        for rows in self._chunks():
-            design = self.design_rows(self.X, mode, rows)
+        for source, rows, targets in self._data_chunks():
+            design = self.design_rows(source, mode, rows)
             gram.addmm_(design.mH, design)
-            rhs.addmv_(design.mH, self.y[rows].to(self.dtype))
-        gram = 0.5 * (gram + gram.mH)  # exact Hermitian symmetry for the Cholesky factorisation
+            rhs.addmv_(design.mH, targets.to(self.dtype))
+        return self._combined_system(mode, gram, rhs)
+
+    def _combined_system(self, mode: int, gram: torch.Tensor, rhs: torch.Tensor) -> CoreSystem:
+        """Sum a process's AᴴA and Aᴴy over all processes and symmetrise AᴴA exactly (for Cholesky)."""
+        all_reduce_sum(gram, self.distributed)
+        all_reduce_sum(rhs, self.distributed)
+        gram = 0.5 * (gram + gram.mH)
         return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
 
     def _value_projections(self, group: _InputGroup, mode: int) -> torch.Tensor:
@@ -562,8 +654,7 @@ class CPDALS:
         gram = (outer_phi.reshape(U * P * P, M * M).transpose(0, 1) @ scaled.reshape(U * P * P, R * R))
         gram = gram.reshape(M, M, R, R).permute(0, 2, 1, 3).reshape(M * R, M * R)
         rhs = torch.einsum("pum,upr->mr", phi.conj(), within.conj().permute(1, 0, 2) * target).reshape(-1)
-        gram = 0.5 * (gram + gram.mH)
-        return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
+        return self._combined_system(mode, gram.contiguous(), rhs)
 
     def penalty_matrix(self, mode: int) -> torch.Tensor:
         """I_M ⊗ H_d (full) or I_M ⊗ diag(H_d) (diagonal), without λ — shape (M_d R, M_d R)."""
@@ -579,10 +670,13 @@ class CPDALS:
         return max(fit, 0.0) + self.penalty * float(torch.vdot(vector, system.penalty @ vector).real)
 
     def solve_core(self, system: CoreSystem) -> torch.Tensor:
-        """Solve the regularised normal equations; stores the Cholesky factor on ``system``."""
-        vector, factor, jitter = solve_spd(system.gram + self.penalty * system.penalty, system.rhs)
-        system.cholesky, system.jitter = factor, jitter
-        return vector
+        """Solve the regularised normal equations (in float64 for float32 fits); stores the Cholesky factor on
+        ``system`` (in the engine's dtype)."""
+        matrix = system.gram + self.penalty * system.penalty
+        wide = torch.complex128 if matrix.is_complex() else torch.float64
+        vector, factor, jitter = solve_spd(matrix.to(wide), system.rhs.to(wide))
+        system.cholesky, system.jitter = factor.to(self.dtype), jitter
+        return vector.to(self.dtype)
 
     def update_core(self, mode: int, next_mode: int | None = None) -> float:
         """Exact update of core ``mode``; returns the objective afterwards.
@@ -674,10 +768,18 @@ class CPDALS:
     # ------------------------------------------------------------------ evaluation
     def objective(self) -> float:
         """J(W) by a pass over the data (used at initialisation and after non-ALS changes)."""
-        residual = 0.0
-        for rows in self._chunks():
-            residual += float((self.y[rows] - self.predict_rows(self.X, rows)).abs().square().sum())
-        return residual + self.penalty * self.penalty_value()
+        residual = torch.zeros((), dtype=self.real_dtype, device=self.device)
+        for source, rows, targets in self._data_chunks():
+            residual += (targets - self.predict_rows(source, rows)).abs().square().sum()
+        return float(all_reduce_sum(residual, self.distributed)) + self.penalty * self.penalty_value()
+
+    def residual_sum_of_squares(self) -> float:
+        """Σ_n (y_n − Re f(x_n))² over all training rows (all processes) — the residual of the real part only:
+        complex features are fitted by complex least squares, but y is observed through Re f."""
+        residual = torch.zeros((), dtype=self.real_dtype, device=self.device)
+        for source, rows, targets in self._data_chunks():
+            residual += (targets - self.predict_rows(source, rows).real).square().sum()
+        return float(all_reduce_sum(residual, self.distributed))
 
     def penalty_value(self) -> float:
         """pen(W): ‖W‖² (full) or Σ_r Π_k ‖w_r^(k)‖² (diagonal)."""

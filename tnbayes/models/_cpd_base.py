@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, solve_spd, summed_core_variances
+from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, summed_core_variances
 from tnbayes.inference.als import design_matrix
 from tnbayes.models.base import BaseModel
 
@@ -101,8 +101,9 @@ class CPDModelBase(BaseModel):
         Parameters
         ----------
         features : TensorProductFeatures
-        X : torch.Tensor of shape (N, D)
-        y : torch.Tensor of shape (N,)
+        X : torch.Tensor of shape (N, D) or StreamedRows
+            Scaled training inputs (this process's shard in a distributed fit), or a streamed source.
+        y : torch.Tensor of shape (N,), or None for a streamed source
         ranks : sequence of int
             Ranks to try in order (one entry: no search).
         penalty : float
@@ -126,9 +127,10 @@ class CPDModelBase(BaseModel):
         self.rank_search_ = []
         for rank in ranks:
             engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
-                            seed=int(self.seed), component_weights=component_weights)
+                            seed=int(self.seed), component_weights=component_weights,
+                            distributed=bool(getattr(self, "distributed", False)))
             engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
-            residual = self._residual_noise(engine, X.shape[0], penalty)
+            residual = self._residual_noise(engine, engine.num_rows, penalty)
             self.rank_search_.append({"rank": int(rank), "residual_noise_variance": residual,
                                       "objective": engine.history[-1]})
             if reference_noise is None or residual <= AUTO_RANK_TOLERANCE * reference_noise:
@@ -146,7 +148,7 @@ class CPDModelBase(BaseModel):
         # a direct pass (the normal-equation form yᵀy − 2bᵀv + vᵀGv cancels badly in float32); the real part only:
         # complex features are fitted by complex least squares, but y is observed through Re f, and the
         # imaginary residual the fit also penalises is not noise in y
-        rss = float((engine.y - engine.predict(engine.X).real).square().sum())
+        rss = engine.residual_sum_of_squares()
         self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
         return rss / max(n - self.effective_dof_, 1.0)
 
@@ -165,7 +167,8 @@ class CPDModelBase(BaseModel):
             for mode in range(engine.features.num_modes):
                 if mode not in systems:
                     system = engine.normal_equations(mode)
-                    _, systems[mode], _ = solve_spd(system.gram + penalty * system.penalty, system.rhs)
+                    engine.solve_core(system)
+                    systems[mode] = system.cholesky
         self.laplace_modes_ = sorted(systems)
         width = max([chol.shape[0] for chol in systems.values()], default=last.gram.shape[0])
         # cores of different sizes (a quantized M = 12 has factors 2, 2, 3) are zero-padded to one width;

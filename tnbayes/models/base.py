@@ -31,6 +31,9 @@ from tnbayes._validation import (
     resolve_dtype,
 )
 from tnbayes._version import __version__
+from tnbayes.data import ChunkedData, DataSummary, as_chunked, is_chunked, summarize
+from tnbayes.distributed import check_distributed
+from tnbayes.inference.als import StreamedRows
 from tnbayes.posterior import GaussianPosterior
 from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
 
@@ -103,6 +106,9 @@ class BaseModel:
     input_scaling: ClassVar[str] = "standard"
     #: fitted attributes rebuilt by ``_after_load`` rather than stored
     _transient_attributes: ClassVar[tuple[str, ...]] = ()
+    #: whether ``fit`` accepts chunk sources and ``distributed=True`` (models whose fit is a sum over rows;
+    #: their ``_fit`` takes the ``sample`` and ``extremes`` keywords, see :meth:`_fit`)
+    supports_chunked_fit: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -168,27 +174,80 @@ class BaseModel:
             )
 
     # ------------------------------------------------------------------ public API
-    def fit(self, X: ArrayLike, y: ArrayLike) -> "BaseModel":
+    def fit(self, X: ArrayLike | ChunkedData, y: ArrayLike | None = None) -> "BaseModel":
         """Fit the model.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features), or a chunk source
+            Models with ``supports_chunked_fit`` also accept a :class:`tnbayes.data.ChunkedData` or any
+            re-iterable of ``(X_chunk, y_chunk)`` pairs (a DataLoader, a list) with ``y=None``: the rows are then
+            read chunk by chunk and never held in memory at once (see :mod:`tnbayes.data`).
+        y : array-like of shape (n_samples,), optional
+            Required with array inputs.
 
         Returns
         -------
         self
         """
+        distributed = check_distributed(bool(getattr(self, "distributed", False)))
+        chunked = is_chunked(X, y)
+        if (chunked or distributed) and not self.supports_chunked_fit:
+            supported = sorted(name for name, klass in _MODEL_CLASSES.items() if klass.supports_chunked_fit)
+            raise TypeError(
+                f"{type(self).__name__} fits in-memory arrays only: pass X of shape (n, D) and y of shape (n,). "
+                f"Out-of-core chunk sources and distributed=True are supported by {supported}."
+            )
+        if y is None and not chunked:
+            raise ValueError("fit(X, y) needs the targets y (or X must be a ChunkedData / re-iterable of (X, y) chunks).")
         dtype, device = self.dtype_, self.device_
-        Xt, yt = check_X_y(X, y, dtype=dtype, device=device, min_samples=self._min_samples())
-        self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
-        self.y_scaler_ = make_target_scaler(self.normalize_y).fit(yt)
-        self.n_features_in_ = None  # not fitted until _fit succeeds
-        self._fit(self.x_scaler_.transform(Xt), self.y_scaler_.transform(yt))
-        self.n_features_in_ = int(Xt.shape[1])
-        self.n_train_ = int(Xt.shape[0])
+        if not chunked and not distributed:
+            Xt, yt = check_X_y(X, y, dtype=dtype, device=device, min_samples=self._min_samples())
+            self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
+            self.y_scaler_ = make_target_scaler(self.normalize_y).fit(yt)
+            self.n_features_in_ = None  # not fitted until _fit succeeds
+            self.n_train_ = int(Xt.shape[0])
+            self._fit(self.x_scaler_.transform(Xt), self.y_scaler_.transform(yt))
+            self.n_features_in_ = int(Xt.shape[1])
+            return self
+        return self._fit_from_summary(X, y, chunked, distributed)
+
+    def _fit_from_summary(self, X: ArrayLike | ChunkedData, y: ArrayLike | None, chunked: bool,
+                          distributed: bool) -> "BaseModel":
+        """The fit of a chunk source or of one shard of a data-parallel fit: a first pass for the scaling
+        statistics and a hyper-parameter subsample (combined over processes), then ``_fit`` on the scaled rows
+        (streamed for a chunk source, this shard's tensors otherwise)."""
+        dtype, device = self.dtype_, self.device_
+        if chunked:
+            data = as_chunked(X, y)
+        else:
+            Xt, yt = check_X_y(X, y, dtype=dtype, device=device, min_samples=1)
+            data = ChunkedData.from_arrays(Xt, yt, chunk_size=max(1, Xt.shape[0]))
+        summary = summarize(data, sample_size=self._hyperparameter_sample_size(), seed=int(getattr(self, "seed", 0)),
+                            distributed=distributed)
+        if summary.num_rows < self._min_samples():
+            raise ValueError(f"At least {self._min_samples()} training samples are required; got {summary.num_rows}.")
+        self.x_scaler_ = make_input_scaler(self.input_scaling).fit_statistics(
+            summary.x_mean, summary.x_variance, summary.x_min, summary.x_max).to(dtype, device)
+        self.y_scaler_ = make_target_scaler(self.normalize_y).fit_statistics(
+            summary.y_mean, summary.y_variance, summary.y_min, summary.y_max).to(dtype, device)
+        self.n_features_in_ = None
+        self.n_train_ = summary.num_rows
+        sample = (self.x_scaler_.transform(summary.sample_X.to(dtype=dtype, device=device)),
+                  self.y_scaler_.transform(summary.sample_y.to(dtype=dtype, device=device)))
+        extremes = self.x_scaler_.transform(torch.stack([summary.x_min, summary.x_max]).to(dtype=dtype, device=device))
+        if chunked:
+            rows = StreamedRows(data, summary.local_rows, summary.num_features, transform_X=self.x_scaler_.transform,
+                                transform_y=self.y_scaler_.transform, dtype=dtype, device=device)
+            self._fit(rows, None, sample=sample, extremes=extremes)
+        else:
+            self._fit(self.x_scaler_.transform(Xt), self.y_scaler_.transform(yt), sample=sample, extremes=extremes)
+        self.n_features_in_ = summary.num_features
         return self
+
+    def _hyperparameter_sample_size(self) -> int:
+        """Rows kept in the first pass of a chunked or distributed fit for hyper-parameter estimation."""
+        return max(2000, 2 * int(getattr(self, "hyper_max_points", 1000)))
 
     def posterior(self, X: ArrayLike, observation_noise: bool = True, *,
                   full_covariance: bool = False) -> GaussianPosterior:
@@ -273,7 +332,13 @@ class BaseModel:
         return self.x_scaler_.transform(Xt)
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:  # pragma: no cover - abstract
-        """Fit on scaled inputs (n, d) and scaled targets (n,); must set ``noise_variance_``."""
+        """Fit on scaled inputs (n, d) and scaled targets (n,); must set ``noise_variance_``.
+
+        Models with ``supports_chunked_fit`` take ``_fit(X, y, *, sample=None, extremes=None)``: ``X`` may then
+        be a :class:`~tnbayes.inference.als.StreamedRows` (with ``y`` None) or one process's shard; ``sample``
+        = (X_s (n_s, d), y_s (n_s,)) is the scaled subsample for hyper-parameter estimation and ``extremes``
+        (2, d) the scaled column minima and maxima of all training rows.
+        """
         raise NotImplementedError
 
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:

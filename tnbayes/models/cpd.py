@@ -29,6 +29,7 @@ from tnbayes.basis import (
 )
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.inference import REGULARIZERS, BasisFeatures
+from tnbayes.inference.als import StreamedRows
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
@@ -92,6 +93,10 @@ class CPDKernelMachine(CPDModelBase):
         Rows per chunk of the normal-equation accumulation (default ~32 MiB of design matrix).
     seed : int
         Seed of the subsample, the GP restarts and the initial cores.
+    distributed : bool
+        Data-parallel fit: every process of the default ``torch.distributed`` group calls ``fit`` with its own
+        shard; scaling statistics, the hyper-parameter subsample and every core's normal equations are summed
+        over the processes, so all of them end with the same model (see ``docs/scale-out.md``).
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
 
@@ -155,9 +160,19 @@ class CPDKernelMachine(CPDModelBase):
     given, no σ²) the residual estimate is used. A GP is fitted whenever ℓ or λ is missing, with ℓ free, so
     with a given ℓ and no λ, σ² and σ_f² come from the GP's own ℓ. ``"none"`` returns
     the noise variance only. None of these is a posterior over the CP rank or the hyper-parameters.
+
+    **Out-of-core and data-parallel fits.** ``fit(data)`` with a :class:`tnbayes.data.ChunkedData` (or any
+    re-iterable of ``(X, y)`` chunks) makes one pass for the scaling statistics and a uniform subsample of
+    ``max(2000, 2·hyper_max_points)`` rows (the hyper-parameters are estimated on it as above), then one pass per
+    core update; only one chunk of feature and design matrices is in memory. Without the per-row projection
+    cache and the per-value grouping each core update recomputes the other cores' projections (O(N·D·M·R)
+    more work per update than an in-memory fit). ``distributed=True`` fits take the same first pass over every
+    process's shard (the subsample therefore differs from a single-process fit's; give the hyper-parameters to
+    get identical models).
     """
 
     input_scaling = "standard"
+    supports_chunked_fit = True
     _transient_attributes = ("features_",)
 
     def __init__(self, rank: int | None = None, *, num_basis: int | None = None, kernel: str = "se", nu: float | None = None,
@@ -166,8 +181,9 @@ class CPDKernelMachine(CPDModelBase):
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
                  max_num_basis: int = 40, ard: bool = True, out_of_box: str = "raise",
-                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
-                 device: str | torch.device | None = None, verbose: bool = False) -> None:
+                 chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
+                 dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
+                 verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self.rank = rank
         self.num_basis = num_basis
@@ -188,6 +204,7 @@ class CPDKernelMachine(CPDModelBase):
         self.out_of_box = out_of_box
         self.chunk_size = chunk_size
         self.seed = seed
+        self.distributed = distributed
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self, num_dims: int) -> None:
@@ -230,7 +247,9 @@ class CPDKernelMachine(CPDModelBase):
         return 2
 
     # ------------------------------------------------------------------ fitting
-    def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> None:
+    def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor, extremes: torch.Tensor) -> None:
+        """ℓ, σ_f², σ², λ: given, or by marginal likelihood on (a subsample of) X (n, D), y (n,); ``extremes``
+        (≥ 1, D) spans the training range (its min and max per column are those of all training inputs)."""
         num_dims = X.shape[1]
         need_penalty = self.penalty is None and (self.outputscale is None or self.noise_variance is None)
         estimate = None
@@ -238,7 +257,7 @@ class CPDKernelMachine(CPDModelBase):
             estimate = estimate_kernel_hyperparameters(X, y, kernel=self.kernel, nu=self.nu,
                                                        max_points=int(self.hyper_max_points), seed=int(self.seed),
                                                        ard=bool(self.ard),
-                                                       lengthscale_lower_bound=self._resolvable_lengthscale(X))
+                                                       lengthscale_lower_bound=self._resolvable_lengthscale(extremes))
             self.hyperparameter_source_ = (f"marginal likelihood on {estimate.num_points} points"
                                            + (f" ({estimate.num_duplicates} duplicate records dropped)"
                                               if estimate.num_duplicates else ""))
@@ -318,10 +337,13 @@ class CPDKernelMachine(CPDModelBase):
                              num_dims=len(self.box_center_))
         return BasisFeatures(basis, self.lengthscale_, self.kernel, self.nu)
 
-    def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
-        self._validate_params(X.shape[1])
-        self._resolve_hyperparameters(X, y)
-        self.features_ = self._build_features(X)
+    def _fit(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, *,
+             sample: tuple[torch.Tensor, torch.Tensor] | None = None, extremes: torch.Tensor | None = None) -> None:
+        sample = (X, y) if sample is None else sample
+        extremes = X if extremes is None else extremes
+        self._validate_params(extremes.shape[1])
+        self._resolve_hyperparameters(*sample, extremes)
+        self.features_ = self._build_features(extremes)
         if self.rank is not None:
             ranks = [int(self.rank)]
         else:

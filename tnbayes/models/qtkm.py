@@ -27,6 +27,7 @@ import torch
 
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows
 from tnbayes.inference import FourierPolynomialFeatures
+from tnbayes.inference.als import StreamedRows
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 
@@ -199,6 +200,8 @@ class QTKM(CPDModelBase):
         Rows per chunk of the normal-equation accumulation.
     seed : int
         Seed of the subsample, the folds and the initial cores.
+    distributed : bool
+        Data-parallel fit over the default ``torch.distributed`` group, as in :class:`~tnbayes.CPDKernelMachine`.
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
 
@@ -235,9 +238,13 @@ class QTKM(CPDModelBase):
     same Laplace-type conditional-core posteriors as T-KRR give the predictive variance (for complex
     weights the real part's variance, see :func:`~tnbayes.inference.conditional_core_variance`). The noise
     variance is the larger of the exact KRR's and the CPD fit's residual estimate.
+
+    **Out-of-core and data-parallel fits** work as for :class:`~tnbayes.CPDKernelMachine` (the CV runs on the
+    first pass's subsample).
     """
 
     input_scaling = "minmax-half"
+    supports_chunked_fit = True
     _transient_attributes = ("features_",)
     _auto_ranks: tuple[int, ...] = (10, 20, 40, 80)
 
@@ -247,7 +254,7 @@ class QTKM(CPDModelBase):
                  max_sweeps: int = 20,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000, cv_folds: int = 3,
                  penalty_grid: Sequence[float] | None = None, period_grid: Sequence[float] | None = None,
-                 chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
+                 chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -269,6 +276,7 @@ class QTKM(CPDModelBase):
         self.period_grid = period_grid
         self.chunk_size = chunk_size
         self.seed = seed
+        self.distributed = distributed
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
@@ -303,7 +311,7 @@ class QTKM(CPDModelBase):
         if self.penalty is None or need_period:
             periods = [float(self.period)] if self.period is not None else list(self.period_grid or DEFAULT_PERIOD_GRID)
             if self.penalty is not None:  # the CV works per sample
-                penalties = [float(self.penalty) / (1 if self.penalty_per_sample else X.shape[0])]
+                penalties = [float(self.penalty) / (1 if self.penalty_per_sample else self.n_train_)]
             else:
                 penalties = list(self.penalty_grid or DEFAULT_PENALTY_GRID)
             selection = select_krr_hyperparameters(X, y, num_basis=int(self.num_basis), feature_map=self.feature_map,
@@ -319,7 +327,7 @@ class QTKM(CPDModelBase):
             if self.penalty is not None:
                 penalty = float(self.penalty)
             else:  # the CV works per sample; report λ in the user's convention
-                penalty = selection.penalty * (1 if self.penalty_per_sample else X.shape[0])
+                penalty = selection.penalty * (1 if self.penalty_per_sample else self.n_train_)
         else:
             self.hyperparameter_source_ = "given"
             penalty, period = float(self.penalty), (None if self.period is None else float(self.period))
@@ -331,13 +339,16 @@ class QTKM(CPDModelBase):
         return FourierPolynomialFeatures(int(self.n_dims_), int(self.num_basis), self.feature_map, self.period_,
                                          quantized=bool(self.quantized), normalize=bool(self.normalize_features))
 
-    def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+    def _fit(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, *,
+             sample: tuple[torch.Tensor, torch.Tensor] | None = None, extremes: torch.Tensor | None = None) -> None:
+        sample = (X, y) if sample is None else sample
+        extremes = X if extremes is None else extremes
         self._validate_params()
-        self._resolve_hyperparameters(X, y)
-        self.n_dims_ = int(X.shape[1])
+        self._resolve_hyperparameters(*sample)
+        self.n_dims_ = int(extremes.shape[1])
         self.features_ = self._features()
-        self.features_.check_inputs(X)
-        engine_penalty = self.penalty_ * X.shape[0] if self.penalty_per_sample else self.penalty_
+        self.features_.check_inputs(extremes)
+        engine_penalty = self.penalty_ * self.n_train_ if self.penalty_per_sample else self.penalty_
         ranks = [int(self.rank)] if self.rank is not None else list(self._auto_ranks)
         self._fit_cpd(self.features_, X, y, ranks, engine_penalty, self._given_or_estimated_noise)
 

@@ -40,6 +40,7 @@ from tnbayes.basis import (
 )
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
+from tnbayes.inference.als import StreamedRows
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.tensors.tt import TTMatrix, TTVector, _block_sum, _round_cores, randomized_round_sum
@@ -248,7 +249,9 @@ class TTKalmanGP(BaseModel):
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit.
     seed : int
-        Seed of the subsample and of the row order (rows are filtered in a random order).
+        Seed of the subsample and of the row order (rows are filtered in a random order; for a chunk source,
+        ``fit(tnbayes.data.ChunkedData)``, the chunks are filtered in their order, each one shuffled: a
+        single pass, one chunk in memory).
     normalize_y, dtype, device, verbose : see :class:`~tnbayes.models.base.BaseModel`
 
     Attributes
@@ -271,6 +274,7 @@ class TTKalmanGP(BaseModel):
 
     input_scaling = "standard"
     _transient_attributes = ("basis_", "posterior_mean_tt_", "posterior_cov_sqrt_tt_")
+    supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
 
     def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
                  c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
@@ -372,16 +376,18 @@ class TTKalmanGP(BaseModel):
         mean = TTVector([torch.zeros(1, self.num_basis_, 1, dtype=torch.float64) for _ in range(D)])
         return mean, prior_root
 
-    def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+    def _fit(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, *,
+             sample: tuple[torch.Tensor, torch.Tensor] | None = None, extremes: torch.Tensor | None = None) -> None:
         self._check_params()
-        X, y = X.to(torch.float64), y.to(torch.float64)
-        D = X.shape[1]
-        self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(X, y)
+        sample = (X, y) if sample is None else sample
+        extremes = (X if extremes is None else extremes).to(torch.float64)
+        D = extremes.shape[1]
+        self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(
+            sample[0].to(torch.float64), sample[1].to(torch.float64))
         self.mean_constant_ = float(self.mean_constant)
-        self.basis_ = self._make_basis(X, self.lengthscale_)
+        self.basis_ = self._make_basis(extremes, self.lengthscale_)
         self.num_basis_ = self.basis_.num_basis
         mean, prior_root = self._prior(D)
-        order = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(int(self.seed)))
         tol, max_rank = float(self.tol), self.max_rank
         sketch_generator = torch.Generator().manual_seed(int(self.seed))
         correction: TTMatrix | None = None
@@ -389,17 +395,16 @@ class TTKalmanGP(BaseModel):
         initial_trace = previous_trace = float((prior_root ** 2).sum(dim=1).prod())
         quiet, used = 0, 0
         start = time.perf_counter()
-        for first in range(0, X.shape[0], int(self.batch_size)):
-            rows = order[first:first + int(self.batch_size)]
+        for batch_X, batch_y in self._batches(X, y):
             if self.forgetting < 1.0:  # P / λ: both parts of the root scale by 1/√λ
                 factor = 1.0 / math.sqrt(float(self.forgetting))
                 prior_root = prior_root * factor ** (1.0 / D)
                 correction = correction * factor if correction is not None else None
-            phi = self.basis_.eigenfunctions(X[rows])  # (D, B, M)
-            mean, correction = kalman_batch_update(mean, prior_root, correction, phi, y[rows] - self.mean_constant_,
+            phi = self.basis_.eigenfunctions(batch_X)  # (D, B, M)
+            mean, correction = kalman_batch_update(mean, prior_root, correction, phi, batch_y - self.mean_constant_,
                                                    self.noise_variance_, tol=tol, max_rank=max_rank,
                                                    generator=sketch_generator)
-            used += len(rows)
+            used += batch_y.shape[0]
             trace = float((_diagonal_root(prior_root) - correction).norm()) ** 2
             self.rank_history_.append((max(mean.ranks), max(correction.ranks)))
             self.trace_history_.append(trace)
@@ -415,6 +420,18 @@ class TTKalmanGP(BaseModel):
         self.posterior_mean_tt_ = mean
         root = _diagonal_root(prior_root)
         self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
+
+    def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None):
+        """Mini-batches ``(X_b (B, D), y_b (B,))`` in float64, in a random order: a permutation of all rows for
+        tensors, of the rows of each chunk (chunk after chunk, one pass) for a streamed source."""
+        generator = torch.Generator().manual_seed(int(self.seed))
+        B = int(self.batch_size)
+        chunks = X if isinstance(X, StreamedRows) else [(X, y)]
+        for chunk_X, chunk_y in chunks:
+            order = torch.randperm(chunk_X.shape[0], generator=generator).to(chunk_X.device)
+            chunk_X, chunk_y = chunk_X.to(torch.float64)[order], chunk_y.to(torch.float64)[order]
+            for first in range(0, chunk_X.shape[0], B):
+                yield chunk_X[first:first + B], chunk_y[first:first + B]
 
     # ------------------------------------------------------------------ the TT posterior
     def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
