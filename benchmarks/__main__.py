@@ -29,6 +29,8 @@ ENTRIES = {
     "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
     "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
     "scale_out": "benchmarks.scale_out",
+    "calibration_study": "benchmarks.calibration_study",
+    "suite": "benchmarks.suite",
 }
 
 

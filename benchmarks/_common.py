@@ -11,7 +11,15 @@ from pathlib import Path
 
 import torch
 
+#: the committed results (read by entries that reuse earlier runs, e.g. the ExactGP rows of the UCI splits)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: environment variable that redirects what entries *write* (the suite's small runs, the smoke tests)
+RESULTS_ENV = "TNBAYES_BENCH_RESULTS"
+
+
+def results_dir() -> Path:
+    """Where entries write: ``$TNBAYES_BENCH_RESULTS`` when set, else ``benchmarks/results``."""
+    return Path(os.environ[RESULTS_ENV]) if os.environ.get(RESULTS_ENV) else RESULTS_DIR
 
 
 def default_data_dir() -> None:
@@ -51,9 +59,10 @@ def header(title: str, protocol: str) -> str:
 
 
 def output_path(name: str, suffix: str) -> Path:
-    """``benchmarks/results/<name><suffix>``, creating the folder."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    return RESULTS_DIR / f"{name}{suffix}"
+    """``<results_dir()>/<name><suffix>``, creating the folder."""
+    folder = results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}{suffix}"
 
 
 def _from_csv(value: str):
@@ -98,7 +107,7 @@ def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
 
     Numeric fields are converted back to numbers. Returns [] when there is no earlier run.
     """
-    path = RESULTS_DIR / name / "runs.csv"
+    path = results_dir() / name / "runs.csv"
     if not path.exists():
         return []
     return [row for row in read_rows(path) if row["dataset"] not in exclude_datasets]

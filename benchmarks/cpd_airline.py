@@ -29,8 +29,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ranks", nargs="+", type=int, default=[5, 10, 20])
     parser.add_argument("--sweeps", type=int, default=4)
     parser.add_argument("--n-train", type=int, default=None, help="use only the first n training rows")
+    parser.add_argument("--n-test", type=int, default=None, help="score only the first n test rows")
+    parser.add_argument("--hyper-max-points", type=int, default=1000, help="subsample of the GP hyper-parameter fit")
     args = parser.parse_args(argv)
     Xtr, ytr, Xte, yte = airline_split(args.n_train)
+    Xte, yte = Xte[:args.n_test], yte[:args.n_test]
     var = float(np.var(ytr))
     lines = ["| R | N train | N test | test MSE (std. y) | NLPD | 95% coverage | fit s | sweeps run | objective per sweep |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -38,7 +41,7 @@ def main(argv: list[str]) -> int:
     for rank in args.ranks:
         t0 = time.perf_counter()
         model = CPDKernelMachine(rank=rank, num_basis=40, max_sweeps=args.sweeps, out_of_box="clip",
-                                 verbose=True).fit(Xtr, ytr)
+                                 hyper_max_points=args.hyper_max_points, verbose=True).fit(Xtr, ytr)
         fit_s = time.perf_counter() - t0
         post = model.posterior(Xte)  # test rows outside the training range are clipped to it
         res = metrics.evaluate(post, yte)
@@ -49,7 +52,8 @@ def main(argv: list[str]) -> int:
         print(lines[-1], f"(ℓ = {model.lengthscale_.numpy().round(3)})", flush=True)
         protocol = (f"fixed airline split; CPDKernelMachine(rank=R, num_basis=40, max_sweeps={args.sweeps}, "
                     "out_of_box='clip') defaults; "
-                    "MSE on standardised y; NLPD in minutes; fit time includes the GP hyper-parameter fit on 1000 points")
+                    f"MSE on standardised y; NLPD in minutes; fit time includes the GP hyper-parameter fit on "
+                    f"{args.hyper_max_points} points")
         notes = ("\n\nPublished T-KRR (full 5.9M-row set, 10 sweeps, heuristic ℓ, λ = 100/N): R = 5 0.800, R = 10 0.785, "
                  "R = 20 0.763; 1M rows R = 20: 0.77; SVIGP 0.791, additive Hilbert-GP/VFF 0.827. Our set is the "
                  "2,055,733-row Jan–Apr 2008 subset with its fixed 700k/100k split, so the numbers are comparable in "

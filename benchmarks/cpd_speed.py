@@ -9,6 +9,7 @@
 
     python -m benchmarks cpd_speed            # about 5 minutes on 2 cores
     python -m benchmarks cpd_speed --quick
+    python -m benchmarks cpd_speed --tiny             # smoke-test sizes
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks cpd_speed")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="smoke-test sizes")
     args = parser.parse_args(argv)
+    args.quick = args.quick or args.tiny
     m, r = 20, 10
     configs = [(100_000, 8, 20, 10), (100_000, 8, 40, 10), (50_000, 8, 40, 20)]
     ns = [10_000, 100_000, 1_000_000]
     ds = [2, 4, 8, 16]
     if args.quick:
         configs, ns, ds = [(20_000, 4, 20, 10)], [10_000, 30_000], [2, 4]
+    if args.tiny:
+        configs, ns, ds = [(2_000, 4, 8, 4)], [1_000], [2]
     lines = ["## Gram-assembly throughput (fraction of a plain GEMM of the same shape, same run)", "",
              "| N | D | M | R | chunk rows | GEMM AᵀA s | GEMM GFLOP/s | assembly s | fraction |", "|---|---|---|---|---|---|---|---|---|"]
     for cfg in configs:
@@ -85,7 +90,7 @@ def main(argv: list[str]) -> int:
         lines.append(f"| {n} | {8 if not args.quick else 4} | {updates} | {s:.2f} | {1e6 * s / updates / n:.3f} |")
         print(lines[-1], flush=True)
     for d in ds:
-        n = 100_000 if not args.quick else 10_000
+        n = 100_000 if not args.quick else (1_000 if args.tiny else 10_000)
         s = sweep_seconds(n, d, m, r)
         updates = max(1, 2 * d - 2)
         lines.append(f"| {n} | {d} | {updates} | {s:.2f} | {1e6 * s / updates / n:.3f} |")

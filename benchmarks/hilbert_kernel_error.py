@@ -25,6 +25,7 @@ from pathlib import Path
 import gpytorch
 import torch
 
+from benchmarks._common import output_path
 from tnbayes.basis import HilbertBasis, VFFBasis, choose_hilbert_parameters
 
 DT = torch.float64
@@ -65,9 +66,10 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default="benchmarks/results/hilbert_kernel_error.md", help="Markdown file to write")
+    parser.add_argument("--output", default=None,
+                        help="Markdown file to write (default: hilbert_kernel_error.md in the results folder)")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -125,10 +127,11 @@ def main(argv: list[str] | None = None) -> None:
                 "",
             ]
     out.append(f"Total run time: {time.perf_counter() - start:.1f} s.")
-    path = Path(args.output)
+    path = Path(args.output) if args.output else output_path("hilbert_kernel_error", ".md")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ without data and the least-squares coefficients blow up at high frequencies). Re
 relative distance of each rank's coefficients and fitted values to the least-squares ones.
 
     python -m benchmarks qtkm_spectrum
+    python -m benchmarks qtkm_spectrum --quick      # ranks 1, 2 only
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def _least_squares(model: QTKM, X: np.ndarray, y: np.ndarray) -> torch.Tensor:
 
 def main(argv: list[str]) -> int:
     """Run the experiment; returns 0."""
-    argparse.ArgumentParser(prog="python -m benchmarks qtkm_spectrum").parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks qtkm_spectrum")
+    parser.add_argument("--quick", action="store_true", help="ranks 1 and 2, 10 sweeps (the suite's small run)")
+    args = parser.parse_args(argv)
+    ranks, sweeps = ((1, 2), 10) if args.quick else (RANKS, 30)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,12 +82,12 @@ def main(argv: list[str]) -> int:
     signals = _signals()
     lines = ["| signal | rank | parameters | ‖w_R − w_LS‖ / ‖w_LS‖ | ‖f_R − f_LS‖ / ‖f_LS‖ | "
              "largest |w_k| at |k| (QTKM) | (least squares) |", "|---|---|---|---|---|---|---|"]
-    fig, axes = plt.subplots(len(signals), len(RANKS), figsize=(3.6 * len(RANKS), 3.0 * len(signals)), squeeze=False)
+    fig, axes = plt.subplots(len(signals), len(ranks), figsize=(3.6 * len(ranks), 3.0 * len(signals)), squeeze=False)
     frequencies = fourier_frequencies(NUM_BASIS).numpy()
     for row, (name, (X, y, period)) in enumerate(signals.items()):
         w_ls = None
-        for col, rank in enumerate(RANKS):
-            model = QTKM(rank=rank, num_basis=NUM_BASIS, period=period, penalty=PENALTY, max_sweeps=30,
+        for col, rank in enumerate(ranks):
+            model = QTKM(rank=rank, num_basis=NUM_BASIS, period=period, penalty=PENALTY, max_sweeps=sweeps,
                          normalize_y=False, uncertainty="none").fit(X, y)
             if w_ls is None:
                 w_ls, phi = _least_squares(model, X, y)

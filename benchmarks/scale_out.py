@@ -48,8 +48,9 @@ def _rss_bytes() -> int:
     return 0
 
 
-def prepare(workdir: Path, throughput_rows: int) -> dict:
-    """Write train.parquet (all rows but the fixed test rows), test.npz and the throughput .npy files."""
+def prepare(workdir: Path, throughput_rows: int, max_rows: int | None = None) -> dict:
+    """Write train.parquet (all rows but the fixed test rows, or the first ``max_rows`` of them), test.npz and
+    the throughput .npy files (once per work folder)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -59,7 +60,7 @@ def prepare(workdir: Path, throughput_rows: int) -> dict:
     marker = workdir / "prepared.json"
     if marker.exists():
         info = json.loads(marker.read_text())
-        if info.get("throughput_rows") == throughput_rows:
+        if info.get("throughput_rows") == throughput_rows and info.get("max_rows") == max_rows:
             return info
     import pandas as pd
 
@@ -74,7 +75,7 @@ def prepare(workdir: Path, throughput_rows: int) -> dict:
     y = df["ArrDelay"].to_numpy(dtype=np.float64)
     with np.load(source / "split_800k_seed0.npz") as z:
         test = np.asarray(z["test"], dtype=np.intp)
-    train = np.setdiff1d(np.arange(len(y)), test)
+    train = np.setdiff1d(np.arange(len(y)), test)[:max_rows]
     reference = datasets.load("airline")  # check that the test rows are the loader's
     assert np.array_equal(np.sort(X[test], axis=0), np.sort(reference.X_test, axis=0))
     table = pa.table({**{name: X[train, j] for j, name in enumerate(AIRLINE_FEATURES)}, "ArrDelay": y[train]})
@@ -83,7 +84,7 @@ def prepare(workdir: Path, throughput_rows: int) -> dict:
     np.save(workdir / "throughput_X.npy", X[train[:throughput_rows]])
     np.save(workdir / "throughput_y.npy", y[train[:throughput_rows]])
     info = {"train_rows": int(len(train)), "test_rows": int(len(test)), "features": list(AIRLINE_FEATURES),
-            "throughput_rows": throughput_rows}
+            "throughput_rows": throughput_rows, "max_rows": max_rows}
     marker.write_text(json.dumps(info))
     return info
 
@@ -147,6 +148,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sweeps", type=int, default=3)
     parser.add_argument("--num-basis", type=int, default=40)
     parser.add_argument("--throughput-rows", type=int, default=200_000)
+    parser.add_argument("--max-rows", type=int, default=None,
+                        help="write only the first n training rows to parquet (the suite's small runs)")
     parser.add_argument("--skip-airline", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -156,7 +159,9 @@ def main(argv: list[str]) -> int:
     if args.worker:
         fit_worker(workdir, args.rank, args.sweeps, args.num_basis)
         return 0
-    info = prepare(workdir, args.throughput_rows)
+    if args.max_rows and args.workdir == parser.get_default("workdir"):
+        workdir = workdir.with_name(f"{workdir.name}_{args.max_rows}")  # keep the full preparation intact
+    info = prepare(workdir, args.throughput_rows, args.max_rows)
     lines = []
     if not args.skip_airline:
         env = dict(os.environ)

@@ -146,3 +146,15 @@ def test_out_of_box_error_is_in_user_units():
     model = tnbayes.HilbertGP(num_basis=32, c=1.2).fit(X + 100.0, y)
     with pytest.raises(ValueError, match=r"value 110.*outside the box \[9[0-9.]+, 10[0-9.]+\]"):
         model.predict(np.array([[110.0]]))
+
+
+def test_out_of_box_clip_predicts_at_the_training_range_edge():
+    X, y = _data(100, 1)
+    model = tnbayes.HilbertGP(num_basis=32, c=1.2, out_of_box="clip").fit(X + 100.0, y)
+    edge = np.array([[float((X + 100.0).max())]])
+    far = model.posterior(np.array([[110.0]]))
+    at_edge = model.posterior(edge)
+    torch.testing.assert_close(far.mean, at_edge.mean)
+    torch.testing.assert_close(far.variance, at_edge.variance)
+    with pytest.raises(ValueError, match="out_of_box"):
+        tnbayes.HilbertGP(out_of_box="extend")

@@ -2,6 +2,7 @@
 
 from .als import (
     CPDALS,
+    StreamedRows,
     REGULARIZERS,
     CoreSystem,
     cpd_predict,
@@ -16,6 +17,7 @@ from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [
     "CPDALS",
+    "StreamedRows",
     "CoreSystem",
     "DenseKalmanFilter",
     "TTKalmanFilter",

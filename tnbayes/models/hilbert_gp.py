@@ -86,6 +86,9 @@ class HilbertGP(BaseModel):
         Rows per chunk when accumulating ΦᵀΦ (memory is O(chunk_size · M_tot)).
     seed : int
         Seed of the random restarts.
+    out_of_box : {"raise", "clip"}
+        Inputs outside the Hilbert box at prediction time raise a ``ValueError`` (default) or are clipped to
+        the training range per input (constant extrapolation), as in :class:`~tnbayes.CPDKernelMachine`.
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
 
@@ -131,9 +134,13 @@ class HilbertGP(BaseModel):
                  noise_variance: float | None = None, mean_constant: float | None = None,
                  max_iter: int = 200, num_restarts: int = 0, max_adapt_rounds: int = 3,
                  max_num_basis: int = 512, noise_lower_bound: float = 1e-6, chunk_size: int = 65536,
-                 seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
-                 device: str | torch.device | None = None, verbose: bool = False) -> None:
+                 seed: int = 0, out_of_box: str = "raise", normalize_y: bool = True,
+                 dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
+                 verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
+        if out_of_box not in ("raise", "clip"):
+            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {out_of_box!r}.")
+        self.out_of_box = out_of_box
         self.kernel = kernel
         self.nu = nu
         self.num_basis = num_basis
@@ -382,6 +389,9 @@ class HilbertGP(BaseModel):
         Xs = super()._scaled_inputs(X)
         L = self.basis_.L.to(Xs)
         center = self.basis_.center.to(Xs)
+        if self.out_of_box == "clip":  # to the training range: centre ± half-range = centre ± L / c
+            half_range = L / torch.as_tensor(self.c_, dtype=Xs.dtype, device=Xs.device)
+            Xs = torch.maximum(torch.minimum(Xs, center + half_range), center - half_range)
         outside = (Xs - center).abs() > L * (1 + 1e-10)
         if bool(outside.any()):
             row, col = (int(i) for i in torch.nonzero(outside)[0])
@@ -392,7 +402,8 @@ class HilbertGP(BaseModel):
                 f"Input row {row}, column {col} has value {value:.6g}, outside the box [{lo:.6g}, {hi:.6g}] on "
                 f"which this HilbertGP's basis is defined ({int(outside.sum())} value(s) outside in all). The "
                 f"basis vanishes at the box edges, so predictions there would be silently wrong. Refit with a "
-                f"larger c (currently {self.c_[col]:.3g} times the training half-range)."
+                f"larger c (currently {self.c_[col]:.3g} times the training half-range), or pass "
+                f"out_of_box='clip' to clip inputs to the training range."
             )
         return Xs
 
