@@ -19,5 +19,9 @@ demo: env
 test: env
 	$(PY) -m pytest -q
 
+docs: env
+	$(PY) docs/gen_tutorial_pages.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench-small: env
 	$(PY) -m benchmarks --list

@@ -5,6 +5,10 @@ Real data are read from a data directory (``$TNBAYES_DATA_DIR``, default
 a few small MIT/CC-BY sets (``wilson/yacht``, ``wilson/energy``, ``wilson/concrete``,
 ``wilson/servo``, ``airfoil``) ship with the package so demos run offline.
 
+Tabular data are returned raw (float64, no normalisation); tnbayes models scale internally.
+
+Examples
+--------
 >>> from tnbayes import datasets
 >>> datasets.list_datasets()[:3]
 ['adult', 'ailerons', 'airfoil']
@@ -13,8 +17,6 @@ a few small MIT/CC-BY sets (``wilson/yacht``, ``wilson/energy``, ``wilson/concre
 ((277, 6), (31,))
 >>> datasets.make_sinc(n_train=1024, n_test=512).X_train.shape
 (1024, 1)
-
-Tabular data are returned raw (float64, no normalisation); tnbayes models scale internally.
 """
 
 from ._load import DATA_DIR_ENV, Split, data_dir, info, list_datasets, load

@@ -156,7 +156,8 @@ class FeatureKernel(Kernel):
         return MatmulLinearOperator(z1, z2.transpose(-1, -2))
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
-        # Predict in feature space (F x F solves) and allow fast posterior sampling, as RFFKernel does.
+        """GPyTorch's linear (Woodbury) prediction strategy: predictions in feature space (F × F solves, F the
+        number of features) and fast posterior sampling, as ``gpytorch.kernels.RFFKernel`` does."""
         return exact_prediction_strategies.LinearPredictionStrategy(
             train_inputs, train_prior_dist, train_labels, likelihood
         )

@@ -304,10 +304,12 @@ class TTVector(_TensorTrain):
     # -------------------------------------------------------------- properties
     @property
     def shape(self) -> tuple[int, ...]:
+        """Mode sizes (n_1, …, n_d) of the represented tensor."""
         return tuple(int(c.shape[1]) for c in self.cores)
 
     @property
     def ranks(self) -> tuple[int, ...]:
+        """TT ranks (1, r_1, …, r_{d-1}, 1): d + 1 numbers."""
         return (1, *(int(c.shape[2]) for c in self.cores))
 
     @property
@@ -457,14 +459,17 @@ class TTMatrix(_TensorTrain):
     # -------------------------------------------------------------- properties
     @property
     def row_shape(self) -> tuple[int, ...]:
+        """Row mode sizes (m_1, …, m_d): the matrix has Π m_k rows."""
         return tuple(int(c.shape[1]) for c in self.cores)
 
     @property
     def col_shape(self) -> tuple[int, ...]:
+        """Column mode sizes (n_1, …, n_d): the matrix has Π n_k columns."""
         return tuple(int(c.shape[2]) for c in self.cores)
 
     @property
     def ranks(self) -> tuple[int, ...]:
+        """TT ranks (1, r_1, …, r_{d-1}, 1): d + 1 numbers."""
         return (1, *(int(c.shape[3]) for c in self.cores))
 
     def __repr__(self) -> str:
