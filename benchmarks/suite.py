@@ -22,10 +22,12 @@ import traceback
 
 from benchmarks._common import RESULTS_DIR, RESULTS_ENV, default_data_dir, header, output_path
 
+DATASETS_CALIBRATION = ["yacht", "boston", "concrete", "energy", "wine-red", "protein", "wilson/elevators",
+                        "wilson/bike", "wilson/kin40k", "wilson/keggdirected"]
 #: entry -> (small arguments, smoke arguments). Every entry of benchmarks.__main__.ENTRIES must be listed.
 CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "hilbert_kernel_error": ([], []),
-    "hilbert_gp_scaling": (["--sizes", "2000", "10000", "--exact-fit-max", "2000", "--exact-step-max", "2000"], ["--sizes", "500", "--exact-fit-max", "500", "--exact-step-max", "500"]),
+    "hilbert_gp_scaling": (["--sizes", "2000", "--exact-fit-max", "1000", "--exact-step-max", "2000"], ["--sizes", "500", "--exact-fit-max", "500", "--exact-step-max", "500"]),
     "exact_gp_uci": (["--datasets", "yacht", "energy", "--splits", "0:2"], ["--datasets", "yacht", "--splits", "0:1"]),
     "tkrr_table1": (["--only", "yacht", "energy", "--splits", "1"], ["--only", "yacht", "--splits", "1"]),
     "cpd_speed": (["--quick"], ["--tiny"]),
@@ -36,7 +38,7 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                     ["--ranks", "2", "--sweeps", "1", "--n-train", "2000", "--n-test", "2000",
                      "--hyper-max-points", "200"]),
     "tnkf_sinc": (["--n-train", "1024", "--n-test", "512", "--configs", "paper"], ["--n-train", "256", "--n-test", "128", "--configs", "default"]),
-    "tnkf_classification": (["--tasks", "spiral", "--spiral-n", "1024", "--configs", "default"],
+    "tnkf_classification": (["--tasks", "spiral", "--spiral-n", "1024", "--configs", "paper"],
                             ["--tasks", "spiral", "--spiral-n", "256", "--configs", "default"]),
     "tnkf_speed": (["--quick"], ["--sizes", "256", "512", "--rows", "10", "--ranks", "4", "--rank-size", "256",
                                  "--dense-max", "512"]),
@@ -50,15 +52,14 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "tt_kalman_cost": (["--dims", "2", "4", "8", "--ranks", "5", "10", "--rows", "32"],
                        ["--dims", "2", "4", "--ranks", "4", "--rows", "8"]),
     "tt_kalman_uci": (["--datasets", "yacht", "--splits", "0:1"], ["--datasets", "yacht", "--splits", "0:1"]),
-    "tt_kalman_airline": (["--n-train", "2000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd", "exact",
-                           "--exact-points", "1000"],
+    "tt_kalman_airline": (["--n-train", "1000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd"],
                           ["--n-train", "300", "--n-test", "200", "--models", "tt", "--num-basis", "3", "--rank", "3"]),
-    "scale_out": (["--max-rows", "200000", "--rank", "5", "--num-basis", "20", "--sweeps", "1",
+    "scale_out": (["--max-rows", "100000", "--rank", "5", "--num-basis", "20", "--sweeps", "1",
                    "--throughput-rows", "20000"],
                   ["--max-rows", "5000", "--rank", "2", "--num-basis", "4", "--sweeps", "1", "--throughput-rows", "2000",
                    "--skip-throughput"]),
     "calibration_study": (["--splits", "0:1", "--max-train", "200", "--max-test", "500",
-                           "--datasets", "yacht", "energy", "wilson/elevators", "wilson/kin40k"],
+                           "--datasets", *DATASETS_CALIBRATION],
                           ["--datasets", "yacht", "--models", "exact_gp", "hilbert_gp", "--splits", "0:1",
                            "--max-train", "100"]),
 }
