@@ -399,10 +399,6 @@ class CPDALS:
             if sizes != expected:
                 raise ValueError(f"initial factors have shapes {sizes}; expected {expected}.")
         self.factors: list[torch.Tensor] = list(factors)
-        squares = torch.zeros((), dtype=self.real_dtype, device=self.device)
-        for _, _, targets in self._data_chunks():
-            squares += (targets * targets).sum()
-        self.yy = float(all_reduce_sum(squares, self.distributed))
         self.history: list[float] = []
         self.sweep_objectives: list[float] = []
         self.last_system: CoreSystem | None = None
@@ -412,7 +408,8 @@ class CPDALS:
         # prefix and K−1 of suffix are the empty product and never stored
         self._prefix: list[torch.Tensor | None] = [None] * features.num_modes
         self._suffix: list[torch.Tensor | None] = [None] * features.num_modes
-        self.history.append(self.objective())
+        residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source is read once)
+        self.history.append(residual + self.penalty * self.penalty_value())
 
     # ------------------------------------------------------------------ set-up helpers
     def _check_memory(self, width: int, itemsize: int) -> None:
@@ -768,18 +765,24 @@ class CPDALS:
     # ------------------------------------------------------------------ evaluation
     def objective(self) -> float:
         """J(W) by a pass over the data (used at initialisation and after non-ALS changes)."""
-        residual = torch.zeros((), dtype=self.real_dtype, device=self.device)
-        for source, rows, targets in self._data_chunks():
-            residual += (targets - self.predict_rows(source, rows)).abs().square().sum()
-        return float(all_reduce_sum(residual, self.distributed)) + self.penalty * self.penalty_value()
+        return self._residual_sums(real_part=False)[0] + self.penalty * self.penalty_value()
 
     def residual_sum_of_squares(self) -> float:
         """Σ_n (y_n − Re f(x_n))² over all training rows (all processes) — the residual of the real part only:
         complex features are fitted by complex least squares, but y is observed through Re f."""
-        residual = torch.zeros((), dtype=self.real_dtype, device=self.device)
+        return self._residual_sums(real_part=True)[0]
+
+    def _residual_sums(self, real_part: bool) -> tuple[float, float]:
+        """``(Σ |y − f|², Σ y²)`` over all training rows and processes, in one pass (``f`` → ``Re f`` with
+        ``real_part``)."""
+        sums = torch.zeros(2, dtype=self.real_dtype, device=self.device)
         for source, rows, targets in self._data_chunks():
-            residual += (targets - self.predict_rows(source, rows).real).square().sum()
-        return float(all_reduce_sum(residual, self.distributed))
+            fitted = self.predict_rows(source, rows)
+            fitted = fitted.real if real_part else fitted
+            sums[0] += (targets - fitted).abs().square().sum()
+            sums[1] += targets.square().sum()
+        residual, squares = all_reduce_sum(sums, self.distributed).tolist()
+        return residual, squares
 
     def penalty_value(self) -> float:
         """pen(W): ‖W‖² (full) or Σ_r Π_k ‖w_r^(k)‖² (diagonal)."""
