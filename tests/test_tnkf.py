@@ -25,6 +25,12 @@ def _dual_system(model, X):
     return Xs, A
 
 
+def _streamed_rows(model, A):
+    """The dual system's rows (columns in α's order) in the order the model streamed them, and their inputs."""
+    position = torch.argsort(model.row_order_)
+    return A[position[model.stream_order_]], model.stream_order_
+
+
 @pytest.mark.parametrize("n, forgetting", [(32, 1.0), (30, 1.0), (17, 1.0), (24, 0.97)])
 def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
     X, y = _data(n)
@@ -34,22 +40,23 @@ def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
                          normalize_y=False).fit(X, y)
     assert model.n_padded_ == (18 if n == 17 else n) and model.rows_processed_ == n
     Xs, A = _dual_system(model, X)
-    targets = (y - y.mean())[model.row_order_]
+    rows, streamed = _streamed_rows(model, A)
+    targets = (y - y.mean())[streamed]
     dense = DenseKalmanFilter(torch.zeros(n, dtype=torch.float64), p0 * torch.eye(n, dtype=torch.float64),
                               forgetting_factor=forgetting)
     isotropic = DenseKalmanFilter.isotropic(n, p0, forgetting_factor=forgetting)
     for k in range(n):
-        dense.update(A[k], float(targets[k]), R)
-        isotropic.update(A[k], float(targets[k]), R)
+        dense.update(rows[k], float(targets[k]), R)
+        isotropic.update(rows[k], float(targets[k]), R)
     assert torch.equal(isotropic.mean, dense.mean) and torch.equal(isotropic.covariance, dense.covariance)
     alpha_tt = model.posterior_mean_tt_.to_dense()[:n]
     cov_tt = model.posterior_cov_tt_.to_dense()[:n, :n]
     torch.testing.assert_close(alpha_tt, dense.mean, rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(cov_tt, dense.covariance, rtol=1e-8, atol=1e-10)
     if forgetting == 1.0:  # the recursion is the Bayesian posterior N((AᵀA/R + I/p0)⁻¹ Aᵀt/R, ·)
-        precision = A.T @ A / R + torch.eye(n, dtype=torch.float64) / p0
+        precision = rows.T @ rows / R + torch.eye(n, dtype=torch.float64) / p0
         cov = torch.linalg.inv(precision)
-        torch.testing.assert_close(dense.mean, cov @ A.T @ targets / R, rtol=1e-7, atol=1e-8)
+        torch.testing.assert_close(dense.mean, cov @ rows.T @ targets / R, rtol=1e-7, atol=1e-8)
         torch.testing.assert_close(dense.covariance, cov, rtol=1e-7, atol=1e-10)
     # predictions: mean k*ᵀα + b, variance k*ᵀPk* + R
     Xt, _ = _data(9, seed=5)
@@ -126,6 +133,58 @@ def test_early_stopping_and_max_rows():
     assert history[-1] == pytest.approx(float((L * L).sum()), rel=1e-10)
 
 
+def test_orders_change_ranks_not_the_exact_solution_and_streams_pick_the_rows():
+    """α's entry order (given / tree / pca) leaves the untruncated posterior unchanged; with ``max_rows`` the
+    stream order decides which rows are used: the given order's first rows, α's order, or a random sample."""
+    X, y = _data(48, d=3, seed=6)
+    kwargs = dict(lengthscale=0.9, outputscale=1.0, gamma=10.0, measurement_noise=1e-3, prior_variance=1.0,
+                  truncation=EXACT, normalize_y=False)
+    given = tnbayes.TNKF(order="given", **kwargs).fit(X, y)
+    for order in ("tree", "pca", "auto"):
+        other = tnbayes.TNKF(order=order, **kwargs).fit(X, y)
+        assert not torch.equal(other.row_order_, given.row_order_)
+        torch.testing.assert_close(other.dual_weights_, given.dual_weights_, rtol=1e-8, atol=1e-9)
+    for stream, expected in [("auto", torch.arange(10)), ("given", torch.arange(10)), ("index", None),
+                             ("random", None)]:
+        model = tnbayes.TNKF(order="tree", stream_order=stream, max_rows=10, **kwargs).fit(X, y)
+        used = model.stream_order_[:10]
+        if stream in ("given", "auto"):  # auto: the given order for D > 1
+            assert torch.equal(used, expected)
+        elif stream == "index":
+            assert torch.equal(used, model.row_order_[:10])
+        else:
+            assert not torch.equal(used.sort().values, torch.arange(10))
+        # the posterior is the closed form of exactly those rows: α = C ᵀ(C Cᵀ + R I)⁻¹ t (p_0 = 1)
+        Xs = model.x_scaler_.transform(X)
+        C = (model.kernel_matrix(Xs, Xs) + 0.1 * torch.eye(48, dtype=torch.float64))[used]
+        expected_alpha = C.T @ torch.linalg.solve(C @ C.T + 1e-3 * torch.eye(10, dtype=torch.float64),
+                                                  (y - y.mean())[used])
+        torch.testing.assert_close(model.dual_weights_, expected_alpha, rtol=1e-7, atol=1e-9)
+    one_d = tnbayes.TNKF(stream_order="auto", max_rows=5, **kwargs).fit(X[:, :1], y)  # 1-D: left to right
+    assert torch.equal(one_d.stream_order_, one_d.row_order_) and torch.equal(
+        one_d.row_order_, torch.argsort(X[:, 0], stable=True))
+    with pytest.raises(ValueError, match="stream_order"):
+        tnbayes.TNKF(stream_order="sorted").fit(X, y)
+
+
+def test_prediction_uses_the_compressed_row_of_the_measurement_model():
+    """With capped row ranks the filter fits α to compressed rows; mean and variance use the test point's row
+    compressed the same way (mean k̃ᵀα + b, variance ‖Lᵀk̃‖² + R)."""
+    X, y = _data(64, d=3, seed=7)
+    model = tnbayes.TNKF(lengthscale=0.8, outputscale=1.0, gamma=10.0, measurement_noise=1e-2,
+                         prior_variance=1.0, truncation={"row": (0.0, 2)}, normalize_y=False).fit(X, y)
+    Xt, _ = _data(5, d=3, seed=8)
+    post = model.posterior(Xt)
+    k = torch.zeros(5, model.n_padded_, dtype=torch.float64)
+    k[:, :64] = model.kernel_matrix(model.x_scaler_.transform(Xt), model.train_inputs_)
+    compressed = torch.stack([TTVector.from_dense(r, tuple(model.tt_shape_), max_rank=2).to_dense() for r in k])
+    assert float((compressed - k).norm()) > 1e-3 * float(k.norm())  # the cap does bite
+    alpha = model.posterior_mean_tt_.to_dense()
+    L = model.posterior_cov_sqrt_tt_.to_dense()
+    torch.testing.assert_close(post.mean, compressed @ alpha + y.mean(), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(post.variance, ((compressed @ L) ** 2).sum(1) + 1e-2, rtol=1e-8, atol=1e-10)
+
+
 def test_classifier_two_labels_and_probabilities():
     g = torch.Generator().manual_seed(0)
     X = torch.rand(128, 2, generator=g, dtype=torch.float64) * 4 - 2
@@ -136,6 +195,41 @@ def test_classifier_two_labels_and_probabilities():
     proba = clf.predict_proba(X[:10])
     assert proba.shape == (10, 2) and np.allclose(proba.sum(1), 1.0)
     assert set(clf.predict(X[:10])) <= {"same", "diff"}
+
+
+def test_classifier_cross_validated_hyperparameters():
+    """``hyperparameter_search="cv"``: ℓ and γ maximise the k-fold accuracy of the dense LS-SVM on the subsample
+    (recomputed here for the chosen and every other grid point), then R → 0 and p_0 = 1."""
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(80, 2, generator=g, dtype=torch.float64) * 4 - 2
+    labels = np.where((X[:, 0] * X[:, 1] > 0).numpy(), 1, -1)
+    clf = tnbayes.TNKFClassifier(hyperparameter_search="cv", hyper_max_points=60, cv_folds=4,
+                                 truncation={"covariance": (1e-4, 8)}).fit(X, labels)
+    assert clf.hyperparameter_source_.startswith("4-fold LS-SVM cross-validation on 60 points")
+    assert len(clf.cv_results_) == 6 * 4 and clf.prior_variance_ == 1.0
+    best = max(clf.cv_results_, key=lambda r: (r["accuracy"], -r["mse"]))
+    assert float(clf.lengthscale_[0]) == pytest.approx(best["lengthscale"]) and clf.cv_gamma_ == best["gamma"]
+    assert best["accuracy"] > 0.8 and clf.score(X, labels) > 0.9
+    # R → 0 relative to the rows (1e-6 of their mean squared norm): the filter computes the cross-validated LS-SVM
+    rows_squared = (clf.kernel_matrix(clf.x_scaler_.transform(X), clf.x_scaler_.transform(X))
+                    + torch.eye(80, dtype=torch.float64) / clf.cv_gamma_).pow(2).sum(1).mean()
+    assert clf.noise_variance_ == pytest.approx(1e-6 * float(rows_squared))
+    # one grid point by hand: the fold accuracy of (K + I/γ) α = y − b on the same subsample and folds
+    rows = torch.randperm(80, generator=torch.Generator().manual_seed(0))[:60]
+    Xs = clf.x_scaler_.transform(X)[rows]
+    ys = torch.as_tensor(labels, dtype=torch.float64)[rows]
+    K = torch.exp(-0.5 * torch.cdist(Xs, Xs).pow(2) / best["lengthscale"] ** 2)
+    folds = torch.arange(60) % 4
+    correct = 0
+    for k in range(4):
+        train, test = folds != k, folds == k
+        b = float(ys[train].mean())
+        alpha = torch.linalg.solve(K[train][:, train] + torch.eye(45, dtype=torch.float64) / best["gamma"],
+                                   ys[train] - b)
+        correct += int((torch.sign(K[test][:, train] @ alpha + b) == ys[test]).sum())
+    assert correct / 60 == pytest.approx(best["accuracy"])
+    with pytest.raises(ValueError, match="hyperparameter_search"):
+        tnbayes.TNKFClassifier(hyperparameter_search="grid").fit(X, labels)
 
 
 def test_save_load_round_trip(tmp_path):
@@ -182,8 +276,9 @@ def test_constraint_row_and_fixed_bias_match_dense_filter(n):
     _, A = _dual_system(model, X)
     dense = DenseKalmanFilter.isotropic(n, p0)
     dense.update(torch.ones(n, dtype=torch.float64), 0.0, R)
-    for k, target in enumerate((y - b)[model.row_order_]):
-        dense.update(A[k], float(target), R)
+    rows, streamed = _streamed_rows(model, A)
+    for k, target in enumerate((y - b)[streamed]):
+        dense.update(rows[k], float(target), R)
     torch.testing.assert_close(model.posterior_mean_tt_.to_dense()[:n], dense.mean, rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(model.posterior_cov_tt_.to_dense()[:n, :n], dense.covariance, rtol=1e-8, atol=1e-10)
     with pytest.raises(ValueError, match="bias"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tnbayes.tensors import TTMatrix, TTVector, prime_factors, tensorize_shape, tt_svd
+from tnbayes.tensors import TTMatrix, TTVector, hierarchical_order, prime_factors, tensorize_shape, tt_svd
 
 SHAPES = [(2, 3, 4), (2, 2, 2, 2, 2), (5,), (3, 1, 4, 2), (7, 2)]
 
@@ -228,3 +228,30 @@ def test_randomized_round_sum_is_exact_with_room_and_near_optimal_when_truncatin
     torch.testing.assert_close(total.to_dense(), sum(v.to_dense() for v in vectors), rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="max_rank"):
         randomized_round_sum(vectors, max_rank=0)
+
+
+@pytest.mark.parametrize("n, D", [(512, 3), (500, 5), (97, 2)])
+def test_hierarchical_order_is_a_permutation_that_lowers_kernel_row_ranks(n, D):
+    """Tree order: a permutation of the n points (padding at the end) whose kernel rows compress better than the
+    data's own (random) order — measured with TT-SVD at relative accuracy 0.1 on an RBF kernel."""
+    g = torch.Generator().manual_seed(n)
+    X = torch.rand(n, D, generator=g, dtype=torch.float64)
+    shape, n_padded = tensorize_shape(n, 16)
+    order = hierarchical_order(X, shape)
+    assert order.dtype == torch.int64 and torch.equal(order.sort().values, torch.arange(n))
+    rows = torch.zeros(16, n_padded, dtype=torch.float64)
+
+    def mean_rank(columns):
+        rows[:, :n] = torch.exp(-torch.cdist(X[:16], X[columns]).pow(2) / 2.0)
+        return np.mean([max(TTVector.from_dense(r, shape, tol=1e-1).ranks) for r in rows])
+
+    assert mean_rank(order) < 0.7 * mean_rank(torch.arange(n))
+    # the leading digit is a principal-axis split: its groups are separated along the first principal axis
+    block = math.prod(shape[1:])
+    centred = X - X.mean(0)
+    axis = torch.linalg.svd(centred, full_matrices=False)[2][0]
+    projection = (centred @ axis)[order]
+    first, second = projection[:block], projection[block:2 * block]
+    assert first.max() <= second.min() or first.min() >= second.max()
+    with pytest.raises(ValueError, match="prod"):
+        hierarchical_order(X, (2, 2))

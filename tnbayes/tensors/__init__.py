@@ -8,11 +8,12 @@ from .cpd import (
     cpd_to_dense,
     random_cpd,
 )
-from .tt import TTMatrix, TTVector, prime_factors, tensorize_shape, tt_svd
+from .tt import TTMatrix, TTVector, hierarchical_order, prime_factors, tensorize_shape, tt_svd
 
 __all__ = [
     "TTMatrix",
     "TTVector",
+    "hierarchical_order",
     "prime_factors",
     "tensorize_shape",
     "tt_svd",
