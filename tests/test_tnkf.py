@@ -197,7 +197,7 @@ def test_classifier_two_labels_and_probabilities():
     assert set(clf.predict(X[:10])) <= {"same", "diff"}
 
 
-def test_classifier_cross_validated_hyperparameters():
+def test_classifier_cross_validated_hyperparameters(tmp_path):
     """``hyperparameter_search="cv"``: ℓ and γ maximise the k-fold accuracy of the dense LS-SVM on the subsample
     (recomputed here for the chosen and every other grid point), then R → 0 and p_0 = 1."""
     g = torch.Generator().manual_seed(1)
@@ -230,6 +230,10 @@ def test_classifier_cross_validated_hyperparameters():
     assert correct / 60 == pytest.approx(best["accuracy"])
     with pytest.raises(ValueError, match="hyperparameter_search"):
         tnbayes.TNKFClassifier(hyperparameter_search="grid").fit(X, labels)
+    path = tmp_path / "clf.pt"
+    clf.save(path)
+    loaded = tnbayes.TNKFClassifier.load(path)
+    assert loaded.cv_results_ == clf.cv_results_ and np.array_equal(loaded.predict(X[:7]), clf.predict(X[:7]))
 
 
 def test_save_load_round_trip(tmp_path):

@@ -487,8 +487,9 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
         training points (see Notes), then ``prior_variance = 1`` and a measurement noise
         ``R = 1e-6 · mean_i ‖c_i‖²``, so that the filter computes that LS-SVM (R → 0). Neither wins
         everywhere (two spirals, 2 turns, every 4th point held out, test accuracy of the filter with
-        default truncations: N = 256: ML 1.000, CV 0.922; N = 512: ML 0.898, CV 0.891). The CV often prefers large γ, whose ill-conditioned rows need a covariance of higher TT
-        rank than the default cap to be reproduced by the filter.
+        default truncations: N = 256: ML 1.000, CV 0.922; N = 512: ML 0.898, CV 0.891). The CV often
+        prefers large γ, whose ill-conditioned rows need a covariance of higher TT rank than the default
+        cap to be reproduced by the filter.
     cv_folds : int
         Folds of the cross-validation.
 
@@ -496,6 +497,8 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
     ----------
     cv_results_ : list of dict
         One entry per grid point (``lengthscale``, ``gamma``, ``accuracy``, ``mse``) when the CV ran.
+    cv_gamma_ : float
+        The γ the CV chose (``regularization_ = 1/γ``).
 
     Notes
     -----
@@ -510,14 +513,14 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
     uses ``b = 0`` (``bias=0.0``) and streams the constraint ``1ᵀα̃ = 0`` (``constraint_row=True``).
 
     **Cross-validated hyper-parameters** (``hyperparameter_search="cv"``). As LS-SVMlab tunes classifiers,
-    by misclassification rate rather than a likelihood: on a random subsample of at most ``hyper_max_points`` standardised points, every
-    combination of an isotropic lengthscale ``ℓ ∈ d_med · (0.05, 0.1, 0.2, 0.5, 1, 2)`` (``d_med`` the
+    by misclassification rate rather than a likelihood: on a random subsample of at most
+    ``hyper_max_points`` standardised points, every combination of an isotropic lengthscale ``ℓ ∈ d_med · (0.05, 0.1, 0.2, 0.5, 1, 2)`` (``d_med`` the
     median pairwise distance of the subsample) and ``γ ∈ (0.1, 1, 10, 100)`` (σ_f² = 1) is scored by the
     accuracy of the dense LS-SVM ``(K + I/γ) α = y − b`` over ``cv_folds`` folds, and the best one is
     used; ties (common on noise-free problems such as two spirals, where several settings classify
     every held-out fold correctly) go to the smaller held-out squared error of the decision values on
-    the ±1 labels, the LS-SVM's own loss. Given
-    ``lengthscale`` or ``gamma`` values are kept and only the others searched. The rows the filter then
+    the ±1 labels, the LS-SVM's own loss. Given ``lengthscale`` or ``gamma`` values are kept and only
+    the others searched (with the given ``outputscale``, else σ_f² = 1). The rows the filter then
     streams are those of that LS-SVM; with R → 0 the untruncated filter over all rows returns its
     solution, and over the first rows the minimum-norm solution of those rows' equations.
     """
@@ -563,8 +566,9 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
         gammas = [float(self.gamma)] if self.gamma is not None else list(self.CV_GAMMAS)
         folds = torch.arange(len(rows), device=X.device) % int(self.cv_folds)
         results, best = [], None
+        self.outputscale_ = float(self.outputscale) if self.outputscale is not None else 1.0
         for lengthscale in candidates:
-            self.lengthscale_, self.outputscale_ = lengthscale, 1.0
+            self.lengthscale_ = lengthscale
             K = self._make_kernel_module(num_dims).double()
             with torch.no_grad(), gpytorch.settings.lazily_evaluate_kernels(False):
                 gram = K(Xs, Xs).to_dense()
@@ -586,7 +590,6 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
                     best = (lengthscale, gamma, accuracy, mse)
         self.cv_results_ = results
         self.lengthscale_ = best[0]
-        self.outputscale_ = float(self.outputscale) if self.outputscale is not None else 1.0
         self.regularization_ = 1.0 / best[1]
         self.cv_gamma_ = best[1]
         self.hyperparameter_source_ = (f"{int(self.cv_folds)}-fold LS-SVM cross-validation on {len(rows)} points "

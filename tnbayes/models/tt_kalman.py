@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 import torch
 
 from tnbayes._validation import check_positive
@@ -252,6 +253,9 @@ class TTKalmanGP(BaseModel):
         Seed of the subsample and of the row order (rows are filtered in a random order; for a chunk source,
         ``fit(tnbayes.data.ChunkedData)``, the chunks are filtered in their order, each one shuffled: a
         single pass, one chunk in memory).
+    out_of_box : {"raise", "clip"}
+        Inputs outside the Hilbert box at prediction time raise a ``ValueError`` (default) or are clipped to
+        the training range per input (constant extrapolation), as in :class:`~tnbayes.HilbertGP`.
     normalize_y, dtype, device, verbose : see :class:`~tnbayes.models.base.BaseModel`
 
     Attributes
@@ -270,6 +274,8 @@ class TTKalmanGP(BaseModel):
         tr(P) after every batch.
     rows_used_ : int
     seconds_per_row_ : float
+    input_range_ : torch.Tensor of shape (2, D)
+        Smallest and largest training input per column (standardised), the clipping range.
     """
 
     input_scaling = "standard"
@@ -281,10 +287,11 @@ class TTKalmanGP(BaseModel):
                  outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
                  batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = 10, forgetting: float = 1.0,
                  early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 8,
-                 hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
+                 hyper_max_points: int = 1000, seed: int = 0, out_of_box: str = "raise", normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
+        self.out_of_box = out_of_box
         self.kernel = kernel
         self.nu = nu
         self.num_basis = num_basis
@@ -306,6 +313,8 @@ class TTKalmanGP(BaseModel):
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
         resolve_kernel(self.kernel, self.nu)
+        if self.out_of_box not in ("raise", "clip"):
+            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
         for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points"):
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or value < 1:
@@ -382,6 +391,7 @@ class TTKalmanGP(BaseModel):
         sample = (X, y) if sample is None else sample
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
+        self.input_range_ = torch.stack([extremes.min(0).values, extremes.max(0).values])
         self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(
             sample[0].to(torch.float64), sample[1].to(torch.float64))
         self.mean_constant_ = float(self.mean_constant)
@@ -439,6 +449,13 @@ class TTKalmanGP(BaseModel):
         self._check_fitted("posterior_cov_tt")
         L = self.posterior_cov_sqrt_tt_
         return L.matmul(L.T).round(tol, max_rank)
+
+    def _scaled_inputs(self, X: Any) -> torch.Tensor:
+        Xs = super()._scaled_inputs(X)
+        if self.out_of_box == "clip":  # constant extrapolation beyond the training range
+            low, high = self.input_range_.to(Xs)
+            Xs = torch.maximum(torch.minimum(Xs, high), low)
+        return Xs
 
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         out_dtype = X.dtype
