@@ -56,6 +56,7 @@ import torch
 
 from benchmarks._common import header, output_path, tt_rank_cell
 from tnbayes import TNKFClassifier, datasets
+from tnbayes.models.tnkf import lssvm_cross_validation_score
 
 
 def _spiral_model(config: str, x_std: float, mode_size: int) -> TNKFClassifier:
@@ -96,14 +97,7 @@ def _lssvm_cross_validation(X: np.ndarray, labels: np.ndarray, num_rows: int, fo
         K = torch.exp(-distances / sig2)
         for gamma in (0.01, 0.1, 1.0, 10.0):
             for bias in ("zero", "mean"):
-                correct = 0
-                for k in range(folds):
-                    train, test = fold != k, fold == k
-                    b = 0.0 if bias == "zero" else float(y[train].mean())
-                    system = K[train][:, train] + torch.eye(int(train.sum()), dtype=torch.float64) / gamma
-                    alpha = torch.linalg.solve(system, y[train] - b)
-                    correct += int((torch.sign(K[test][:, train] @ alpha + b) == y[test]).sum())
-                accuracy = correct / Z.shape[0]
+                accuracy, _ = lssvm_cross_validation_score(K, y, fold, gamma, 0.0 if bias == "zero" else "mean")
                 table.append(f"| {sig2:g} | {gamma:g} | {bias} | {accuracy:.4f} |")
                 if best is None or accuracy > best["accuracy"]:
                     best = {"sig2": sig2, "gamma": gamma, "bias": bias, "accuracy": accuracy}

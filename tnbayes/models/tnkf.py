@@ -18,7 +18,8 @@ from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.tensors.tt import TTMatrix, TTVector, hierarchical_order, tensorize_shape
 
-__all__ = ["TNKF", "TNKFClassifier", "DEFAULT_TRUNCATION", "ROW_ORDERS", "STREAM_ORDERS"]
+__all__ = ["TNKF", "TNKFClassifier", "DEFAULT_TRUNCATION", "ROW_ORDERS", "STREAM_ORDERS",
+           "lssvm_cross_validation_score"]
 
 #: default rounding of each filter quantity: (relative tolerance, maximum TT rank)
 DEFAULT_TRUNCATION: dict[str, tuple[float, int | None]] = {
@@ -35,6 +36,42 @@ ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
 STREAM_ORDERS = ("auto", "given", "index", "random")
 #: entries of one dense kernel block computed at a time (rows × training points)
 _KERNEL_BLOCK_ENTRIES = 2**24
+
+
+def lssvm_cross_validation_score(gram: torch.Tensor, targets: torch.Tensor, folds: torch.Tensor, gamma: float,
+                                 bias: float | str = "mean") -> tuple[float, float]:
+    """K-fold score of the dense LS-SVM classifier ``(K + I/γ) α = y − b`` on ±1 targets.
+
+    Parameters
+    ----------
+    gram : torch.Tensor of shape (n, n)
+        Kernel matrix of the n points.
+    targets : torch.Tensor of shape (n,)
+        ±1 labels.
+    folds : torch.Tensor of shape (n,), int
+        Fold of each point; each fold is predicted from the others.
+    gamma : float
+        γ > 0.
+    bias : "mean" or float
+        b: the mean label of each fold's training points, or a fixed value.
+
+    Returns
+    -------
+    accuracy : float
+        Share of points whose held-out decision value has the sign of their label.
+    mse : float
+        Mean squared error of the held-out decision values against the labels (the LS-SVM's own loss).
+    """
+    correct, squared_error = 0, 0.0
+    for fold in torch.unique(folds):
+        train, test = folds != fold, folds == fold
+        b = float(targets[train].mean()) if bias == "mean" else float(bias)
+        system = gram[train][:, train] + torch.eye(int(train.sum()), dtype=gram.dtype, device=gram.device) / gamma
+        alpha = torch.linalg.solve(system, targets[train] - b)
+        decision = gram[test][:, train] @ alpha + b
+        correct += int((torch.sign(decision) == torch.sign(targets[test])).sum())
+        squared_error += float(((decision - targets[test]) ** 2).sum())
+    return correct / targets.numel(), squared_error / targets.numel()
 
 
 class TNKF(BaseModel):
@@ -573,17 +610,7 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
             with torch.no_grad(), gpytorch.settings.lazily_evaluate_kernels(False):
                 gram = K(Xs, Xs).to_dense()
             for gamma in gammas:
-                correct, squared_error = 0, 0.0
-                for k in range(int(self.cv_folds)):
-                    train, test = folds != k, folds == k
-                    b = float(ys[train].mean()) if self.bias == "mean" else float(self.bias)
-                    system = gram[train][:, train] + torch.eye(int(train.sum()), dtype=torch.float64,
-                                                               device=X.device) / gamma
-                    alpha = torch.linalg.solve(system, ys[train] - b)
-                    decision = gram[test][:, train] @ alpha + b
-                    correct += int((torch.sign(decision) == torch.sign(ys[test])).sum())
-                    squared_error += float(((decision - ys[test]) ** 2).sum())
-                accuracy, mse = correct / len(rows), squared_error / len(rows)
+                accuracy, mse = lssvm_cross_validation_score(gram, ys, folds, gamma, self.bias)
                 results.append({"lengthscale": float(lengthscale[0]), "gamma": gamma, "accuracy": accuracy,
                                 "mse": mse})
                 if best is None or (accuracy, -mse) > (best[2], -best[3]):
