@@ -30,6 +30,7 @@ ENTRIES = {
     "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
     "scale_out": "benchmarks.scale_out",
     "calibration_study": "benchmarks.calibration_study",
+    "defaults_study": "benchmarks.defaults_study",
     "suite": "benchmarks.suite",
 }
 

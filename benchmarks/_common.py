@@ -113,6 +113,16 @@ def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
     return [row for row in read_rows(path) if row["dataset"] not in exclude_datasets]
 
 
+def subset_indices(n: int, size: int | None, seed: int):
+    """Sorted indices of a uniform random subset of ``size`` of ``range(n)`` without replacement, drawn with
+    ``numpy.random.default_rng(seed)``; all of ``range(n)`` when ``size`` is None or at least n."""
+    import numpy as np
+
+    if size is None or size >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
+
+
 def random_split(name: str, k: int, test_fraction: float):
     """All rows of a tnbayes dataset split at random (``numpy.random.default_rng(k)``) → Xtr, ytr, Xte, yte."""
     import numpy as np

@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks._common import header, output_path, read_rows, write_rows
+from benchmarks._common import header, output_path, read_rows, subset_indices, write_rows
 from tnbayes import datasets, make_model, metrics
 from tnbayes.compare import parse_splits
 
@@ -40,17 +40,11 @@ LEVELS = np.round(np.linspace(0.05, 0.95, 19), 2)
 METRICS = ("rmse", "nlpd", "coverage_95", "interval_width_95", "crps")
 
 
-def _subset(n: int, size: int | None, seed: int) -> np.ndarray:
-    if size is None or size >= n:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
-
-
 def run_one(dataset: str, split: int, model_name: str, max_train: int | None, max_test: int | None) -> dict:
     """Fit one model on one split; returns a row with the metrics and the calibration curve (JSON)."""
     data = datasets.load(dataset, split=split)
-    train = _subset(data.X_train.shape[0], max_train, split)
-    test = _subset(data.X_test.shape[0], max_test, 10_000 + split)
+    train = subset_indices(data.X_train.shape[0], max_train, split)
+    test = subset_indices(data.X_test.shape[0], max_test, 10_000 + split)
     Xtr, ytr, Xte, yte = data.X_train[train], data.y_train[train], data.X_test[test], data.y_test[test]
     row = {"dataset": dataset, "split": split, "model": MODELS[model_name], "n_train": len(train),
            "n_test": len(test), "error": ""}

@@ -25,7 +25,7 @@ import torch
 import tnbayes
 from benchmarks._common import header, output_path
 from tnbayes.datasets import toy_1d_function
-from tnbayes.models.exact_gp import exact_gpytorch_settings
+from tnbayes.selection import MarginalLikelihoodSettings, build_exact_gp, exact_gpytorch_settings
 
 
 def _make_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +52,7 @@ def _exact_step_seconds(X: np.ndarray, y: np.ndarray, reps: int) -> float:
     """One GPyTorch exact negative-MLL evaluation + gradient on standardised data (default hyper-parameters)."""
     Xs = torch.as_tensor((X - X.mean(0)) / X.std(0))
     ys = torch.as_tensor((y - y.mean()) / y.std())
-    gp = tnbayes.ExactGP()._build(Xs, ys)
+    gp = build_exact_gp(Xs, ys, MarginalLikelihoodSettings())
     gp.train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(gp.likelihood, gp)
     X, y = gp.train_inputs[0], gp.train_targets

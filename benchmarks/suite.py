@@ -24,6 +24,8 @@ from benchmarks._common import RESULTS_DIR, RESULTS_ENV, default_data_dir, heade
 
 DATASETS_CALIBRATION = ["yacht", "boston", "concrete", "energy", "wine-red", "protein", "wilson/elevators",
                         "wilson/bike", "wilson/kin40k", "wilson/keggdirected"]
+#: six sets of the defaults study's small run, D = 1, 5, 8, 9, 18, 40
+DATASETS_DEFAULTS = ["lidar", "wilson/airfoil", "wilson/concrete", "wilson/pendulum", "wilson/elevators", "ailerons"]
 #: entry -> (small arguments, smoke arguments). Every entry of benchmarks.__main__.ENTRIES must be listed.
 CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "hilbert_kernel_error": ([], []),
@@ -62,6 +64,9 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                            "--datasets", *DATASETS_CALIBRATION],
                           ["--datasets", "yacht", "--models", "exact_gp", "hilbert_gp", "--splits", "0:1",
                            "--max-train", "100"]),
+    "defaults_study": (["--datasets", *DATASETS_DEFAULTS, "--splits", "0:1", "--max-train", "500", "--max-test", "500"],
+                       ["--datasets", "wilson/yacht", "--models", "exact_gp", "hilbert_gp", "sklearn_gpr",
+                        "--splits", "0:1", "--max-train", "100"]),
 }
 
 

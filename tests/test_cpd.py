@@ -207,7 +207,8 @@ def test_bad_input_messages():
         tnbayes.CPDKernelMachine(lengthscale=[1, 2, 3]).fit(X, y)
     with pytest.raises(tnbayes.NotFittedError, match="fit"):
         tnbayes.CPDKernelMachine().posterior(X)
-    model = tnbayes.CPDKernelMachine(rank=2, num_basis=6, lengthscale=0.5, noise_variance=0.01, outputscale=1.0, c=1.2).fit(X, y)
+    model = tnbayes.CPDKernelMachine(rank=2, num_basis=6, lengthscale=0.5, noise_variance=0.01, outputscale=1.0, c=1.2,
+                                     out_of_box="raise").fit(X, y)
     with pytest.raises(ValueError, match="larger boundary factor c"):
         model.predict(np.array([[10.0, 0.0]]))
 
@@ -336,17 +337,6 @@ def test_complex_conditional_variance_matches_real_model():
     va = conditional_core_variance(real, a.factors, 0, la, Xt[:20])
     vb = conditional_core_variance(AsComplex(), b.factors, 0, lb, Xt[:20])
     torch.testing.assert_close(va, vb.to(va.dtype))
-
-
-def test_out_of_box_clip_extrapolates_constantly():
-    X, y = _data(150, 2)
-    kwargs = dict(rank=2, num_basis=8, lengthscale=0.6, outputscale=1.0, noise_variance=0.01)
-    clip = tnbayes.CPDKernelMachine(out_of_box="clip", **kwargs).fit(X, y)
-    far = np.array([[5.0, 0.3], [-7.0, -0.2]])
-    edge = np.array([[X[:, 0].max(), 0.3], [X[:, 0].min(), -0.2]])
-    np.testing.assert_allclose(clip.predict(far), clip.predict(edge), rtol=1e-12)
-    with pytest.raises(ValueError, match="out_of_box"):
-        tnbayes.CPDKernelMachine(out_of_box="extend", **kwargs).fit(X, y)
 
 
 def test_estimated_lengthscale_below_basis_resolution_is_raised():

@@ -54,7 +54,7 @@ def test_posterior_equals_dense_gp_formula():
 
 def test_marginal_likelihood_is_at_a_local_optimum():
     X, y = _toy(seed=1)
-    model = tnbayes.ExactGP().fit(X, y)
+    model = tnbayes.ExactGP(prior=None).fit(X, y)
     Xs = (X - X.mean(0)) / X.std(0)
     ys = (y - y.mean()) / y.std()
     theta = np.concatenate([np.log(model.lengthscale_.numpy()),
@@ -66,6 +66,78 @@ def test_marginal_likelihood_is_at_a_local_optimum():
     assert model.log_marginal_likelihood() == pytest.approx(-ours * len(y), rel=1e-8)
 
 
+def _lognormal_log_density(log_value, loc, scale):
+    return -log_value - np.log(scale * np.sqrt(2 * np.pi)) - (log_value - loc) ** 2 / (2 * scale**2)
+
+
+def _dense_neg_log_prior(log_lengthscale, log_noise, Xs):
+    """−log p(ℓ, σ²) / N: the dimension-scaled log-normal lengthscale prior (Hvarfner et al. 2024) and the
+    log-normal noise prior N(−4, 1) of BoTorch, written out in numpy."""
+    d = Xs.shape[1]
+    loc = np.sqrt(2.0) + 0.5 * np.log(d) + np.log(Xs.max(0) - Xs.min(0))
+    log_density = _lognormal_log_density(log_lengthscale, loc, np.sqrt(3.0)).sum()
+    log_density += _lognormal_log_density(log_noise, -4.0, 1.0)
+    return -log_density / len(Xs)
+
+
+def test_map_objective_with_the_dimension_scaled_priors_is_at_a_local_optimum():
+    X, y = _toy(seed=1)
+    model = tnbayes.ExactGP().fit(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    ys = (y - y.mean()) / y.std()
+    d = X.shape[1]
+
+    def objective(theta):
+        return _dense_neg_mll(theta, Xs, ys) + _dense_neg_log_prior(theta[:d], theta[d + 1], Xs)
+
+    theta = np.concatenate([np.log(model.lengthscale_.numpy()),
+                            [np.log(model.outputscale_), np.log(model.noise_variance_), model.mean_constant_]])
+    assert objective(theta) == pytest.approx(model.neg_mll_, abs=1e-8)
+    polished = scipy.optimize.minimize(objective, theta, method="L-BFGS-B")
+    assert objective(theta) - polished.fun < 1e-5
+    # the reported log marginal likelihood has no prior term
+    assert model.log_marginal_likelihood() == pytest.approx(-_dense_neg_mll(theta, Xs, ys) * len(y), rel=1e-8)
+
+
+def test_many_inputs_two_relevant_are_found():
+    """32 inputs, 2 of which matter: the fit must not collapse to the constant (RMSE = std(y))."""
+    rng = np.random.default_rng(7)
+    n, d = 300, 32
+    X = rng.uniform(-1, 1, size=(n + 200, d))
+    y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.05 * rng.standard_normal(n + 200)
+    model = tnbayes.ExactGP(num_restarts=1).fit(X[:n], y[:n])
+    rmse = metrics.rmse(y[n:], model.posterior(X[n:]))
+    assert not model.collapsed_
+    assert rmse < 0.3 * y[n:].std()
+    # the two relevant inputs get the two shortest lengthscales
+    assert set(np.argsort(model.lengthscale_.numpy())[:2]) == {0, 1}
+
+
+def test_collapse_is_flagged_on_pure_noise():
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(300, 2))
+    y = rng.standard_normal(300)
+    model = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    assert model.collapsed_
+    assert "collapse check" in model.ml_starts_
+    assert model.loo_r2_ < 0.05
+    # a test point is predicted as the mean with about the whole variance
+    post = model.posterior(np.array([[0.123, -0.456]]))
+    assert abs(float(post.mean[0]) - y.mean()) < 0.3 and float(post.variance[0]) == pytest.approx(y.var(), rel=0.3)
+
+
+def test_restarts_are_screened_on_a_subsample_then_polished_on_all_records():
+    X, y = _toy(n=90, seed=4)
+    model = tnbayes.ExactGP(num_restarts=2, screen_size=40, prior=None).fit(X, y)
+    assert model.ml_starts_[:3] == ["prior mode (screened on 40 records)"] + ["random (screened on 40 records)"] * 2
+    assert model.ml_starts_[3] == "best screened start, on all records"
+    Xs = (X - X.mean(0)) / X.std(0)
+    ys = (y - y.mean()) / y.std()
+    theta = np.concatenate([np.log(model.lengthscale_.numpy()),
+                            [np.log(model.outputscale_), np.log(model.noise_variance_), model.mean_constant_]])
+    assert _dense_neg_mll(theta, Xs, ys) == pytest.approx(model.neg_mll_, abs=1e-8)
+
+
 def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     """ML-II sees each distinct (x, y) record once; the posterior is the dense GP on all N rows."""
     X, y = _toy(n=80, seed=2)
@@ -73,7 +145,7 @@ def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     y = np.concatenate([y, y[:30]])
     X[-1, 0] += 0.5  # ... but a repeated input with a different target is kept
     y[-2] += 0.3
-    model = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    model = tnbayes.ExactGP(num_restarts=0, prior=None).fit(X, y)
     assert model.num_duplicates_ == 28
     Xs = (X - X.mean(0)) / X.std(0)
     ys = (y - y.mean()) / y.std()
@@ -86,7 +158,7 @@ def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     assert ours - polished.fun < 1e-5
     # the posterior conditions on all 110 rows
     assert model.log_marginal_likelihood() == pytest.approx(-_dense_neg_mll(theta, Xs, ys) * len(y), rel=1e-8)
-    kept = tnbayes.ExactGP(num_restarts=0, drop_duplicates=False).fit(X, y)
+    kept = tnbayes.ExactGP(num_restarts=0, prior=None, drop_duplicates=False).fit(X, y)
     assert kept.num_duplicates_ == 0
     assert kept.neg_mll_ != pytest.approx(model.neg_mll_, abs=1e-6)
 

@@ -25,7 +25,7 @@ def _hilbert_with_hyperparameters_of(exact, **kwargs):
 @pytest.mark.parametrize("d, num_basis, c", [(1, 128, 3.0), (2, 40, 3.0)])
 def test_posterior_equals_exact_gp_with_identical_hyperparameters(d, num_basis, c):
     X, y = _data(150 * d, d)
-    exact = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    exact = tnbayes.ExactGP(num_restarts=0, prior=None).fit(X, y)
     hilbert = _hilbert_with_hyperparameters_of(exact, num_basis=num_basis, c=c, structure="product").fit(X, y)
     Xt = np.random.default_rng(9).uniform(-3, 3, size=(60, d))
     for noise in (True, False):
@@ -45,7 +45,7 @@ def test_marginal_likelihood_fit_matches_exact_gp(name):
     X, y = data.X_train, data.y_train
     if data.y_test is not None:
         X, y = np.vstack([X, data.X_test]), np.concatenate([y, data.y_test])
-    exact = tnbayes.ExactGP(num_restarts=1).fit(X, y)
+    exact = tnbayes.ExactGP(num_restarts=1, prior=None).fit(X, y)
     hilbert = tnbayes.HilbertGP().fit(X, y)
     np.testing.assert_allclose(hilbert.lengthscale_.numpy(), exact.lengthscale_.numpy(), rtol=0.02)
     assert hilbert.outputscale_ == pytest.approx(exact.outputscale_, rel=0.02)
@@ -78,17 +78,17 @@ def test_weight_posterior_is_the_dense_bayesian_linear_regression():
 
 def test_inputs_outside_the_box_raise():
     X, y = _data(100, 1)
-    model = tnbayes.HilbertGP(num_basis=32, c=1.2).fit(X, y)
-    model.predict(np.array([[3.2]]))  # inside the box (c = 1.2), outside the data
+    model = tnbayes.HilbertGP(num_basis=32, c=1.2, out_of_box="raise").fit(X, y)
+    model.predict(np.array([[3.2]]))  # inside the prediction box (c = 1.2: up to 1.1 S), outside the data
     with pytest.raises(ValueError, match="outside"):
         model.predict(np.array([[10.0]]))
 
 
 def test_defaults_pick_structure_and_warn_when_basis_too_small():
-    X, y = _data(200, 4)
+    X, y = _data(200, 4)  # sin(2 x0) cos(x1): no additive main effect
     model = tnbayes.HilbertGP().fit(X, y)
-    assert model.structure_ == "additive"
-    assert tnbayes.metrics.rmse(y, model.predict(X)) < 0.6
+    assert model.structure_ == "hybrid" and model.product_inputs_ == [0, 1]
+    assert tnbayes.metrics.rmse(y, model.predict(X)) < 0.15
     X1, y1 = _data(100, 1)
     with pytest.warns(ApproximationWarning):
         tnbayes.HilbertGP(num_basis=6, c=2.0, lengthscale=0.05).fit(X1, y1)
@@ -117,6 +117,8 @@ def test_bad_fixed_hyperparameters_and_constant_columns():
     y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(y))
     model = tnbayes.HilbertGP().fit(X, y)
     assert tnbayes.metrics.rmse(y, model.predict(X)) < 0.2
+    hybrid = [entry for entry in model.structure_search_ if entry["candidate"] == "hybrid"]
+    assert hybrid[0]["product_inputs"] == [0]  # the constant column stays out of the product block
 
 
 def test_reported_basis_matches_the_one_used(tmp_path):
@@ -141,20 +143,97 @@ def test_float32_model_keeps_float64_accuracy():
     assert m32.noise_std == pytest.approx(m64.noise_std, rel=1e-2)  # float32 inputs, float64 internals
 
 
-def test_out_of_box_error_is_in_user_units():
-    X, y = _data(100, 1)
-    model = tnbayes.HilbertGP(num_basis=32, c=1.2).fit(X + 100.0, y)
-    with pytest.raises(ValueError, match=r"value 110.*outside the box \[9[0-9.]+, 10[0-9.]+\]"):
-        model.predict(np.array([[110.0]]))
+def _product_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    return X, np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.1 * rng.standard_normal(n)
 
 
-def test_out_of_box_clip_predicts_at_the_training_range_edge():
-    X, y = _data(100, 1)
-    model = tnbayes.HilbertGP(num_basis=32, c=1.2, out_of_box="clip").fit(X + 100.0, y)
-    edge = np.array([[float((X + 100.0).max())]])
-    far = model.posterior(np.array([[110.0]]))
-    at_edge = model.posterior(edge)
-    torch.testing.assert_close(far.mean, at_edge.mean)
-    torch.testing.assert_close(far.variance, at_edge.variance)
-    with pytest.raises(ValueError, match="out_of_box"):
-        tnbayes.HilbertGP(out_of_box="extend")
+def test_auto_structure_finds_a_product_and_matches_exact_gp():
+    X, y = _product_data(500)
+    auto = tnbayes.HilbertGP(num_basis=16).fit(X[:300], y[:300])
+    assert auto.structure_ in ("product", "hybrid") and auto.product_inputs_ == [0, 1]
+    exact = tnbayes.ExactGP(num_restarts=0).fit(X[:300], y[:300])
+    with warnings.catch_warnings():  # the additive fit pushes a lengthscale beyond its box: no main effect
+        warnings.simplefilter("ignore", ApproximationWarning)
+        additive = tnbayes.HilbertGP(num_basis=16, structure="additive").fit(X[:300], y[:300])
+    rmse = {name: tnbayes.metrics.rmse(y[300:], m.predict(X[300:]))
+            for name, m in (("auto", auto), ("exact", exact), ("additive", additive))}
+    assert rmse["auto"] < 1.1 * rmse["exact"]
+    assert rmse["additive"] > 3 * rmse["exact"]  # the additive structure cannot represent sin·cos
+
+
+def test_auto_structure_on_an_additive_function_is_as_good_as_additive():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(600, 6))
+    y = np.sin(2 * X).sum(1) + X[:, 0] ** 2 + 0.1 * rng.standard_normal(600)
+    auto = tnbayes.HilbertGP(num_basis=16).fit(X[:300], y[:300])
+    additive = tnbayes.HilbertGP(num_basis=16, structure="additive").fit(X[:300], y[:300])
+    rmse_auto = tnbayes.metrics.rmse(y[300:], auto.predict(X[300:]))
+    rmse_additive = tnbayes.metrics.rmse(y[300:], additive.predict(X[300:]))
+    assert auto.structure_ == "additive" or rmse_auto <= 1.05 * rmse_additive
+    assert rmse_additive < 0.15
+
+
+def test_structure_search_lists_every_candidate_and_keeps_the_best(capsys):
+    X, y = _product_data(200, seed=2)
+    model = tnbayes.HilbertGP(num_basis=12, verbose=True).fit(X, y)
+    search = model.structure_search_
+    assert [entry["candidate"] for entry in search] == ["additive", "product", "hybrid"]
+    assert all(np.isfinite([entry["neg_mll"] for entry in search]))
+    for entry in search:  # −log p(y)/N plus ½ log N per maximised hyper-parameter
+        assert entry["score"] == pytest.approx(entry["neg_mll"] + entry["num_hyperparameters"] * np.log(200) / 400)
+    assert [entry["num_hyperparameters"] for entry in search] == [5, 5, 5 + 3]
+    best = int(np.argmin([entry["score"] for entry in search]))
+    assert [entry["chosen"] for entry in search] == [i == best for i in range(3)]
+    assert model.structure_ == search[best]["candidate"] and model.neg_mll_ == search[best]["neg_mll"]
+    assert search[0]["product_inputs"] == [] and search[1]["product_inputs"] == [0, 1]
+    assert search[0]["num_features"] == 2 * 12 and search[1]["num_features"] == 12**2
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("HilbertGP: ")]
+    assert len(printed) == 4 and f"structure_ = {model.structure_!r}" in printed[-1]
+    one_d = tnbayes.HilbertGP(num_basis=16).fit(X[:, :1], y)  # 1-D: the product is the only candidate
+    assert [entry["candidate"] for entry in one_d.structure_search_] == ["product"]
+
+
+def test_hybrid_save_load_round_trip(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(200, 3))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.3 * X[:, 2] + 0.05 * rng.standard_normal(200)
+    model = tnbayes.HilbertGP(structure="hybrid", num_basis=10).fit(X, y)
+    assert model.structure_ == "hybrid" and model.product_indices_.shape[1] == len(model.product_inputs_)
+    assert 0 < model.product_share_ < 1
+    model.save(tmp_path / "hybrid.tnb")
+    loaded = tnbayes.load_model(tmp_path / "hybrid.tnb")
+    assert loaded.structure_ == "hybrid" and loaded.structure_search_ == model.structure_search_
+    torch.testing.assert_close(loaded.product_indices_, model.product_indices_, rtol=0, atol=0)
+    Xt = rng.uniform(-1, 1, size=(20, 3))
+    mean, std = model.predict(Xt, return_std=True)
+    mean_loaded, std_loaded = loaded.predict(Xt, return_std=True)
+    np.testing.assert_array_equal(mean_loaded, mean)
+    np.testing.assert_array_equal(std_loaded, std)
+
+
+def test_product_block_indices_and_closed_form_gradient():
+    from tnbayes.basis import indexed_product_features, product_features, top_product_indices
+    from tnbayes.models.hilbert_gp import _NegLogMarginalLikelihood
+
+    gen = torch.Generator().manual_seed(0)
+    per_dim = torch.randn(3, 7, 4, generator=gen, dtype=torch.float64)
+    grid = torch.cartesian_prod(torch.arange(4), torch.arange(4), torch.arange(4))
+    torch.testing.assert_close(indexed_product_features(per_dim, [0, 1, 2], grid), product_features(per_dim))
+    log_w = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    top = top_product_indices(log_w, 17)
+    everything = torch.cartesian_prod(torch.arange(5), torch.arange(5), torch.arange(5))
+    score = log_w[0, everything[:, 0]] + log_w[1, everything[:, 1]] + log_w[2, everything[:, 2]]
+    best = everything[torch.argsort(score, descending=True)[:17]]
+    assert set(map(tuple, top.tolist())) == set(map(tuple, best.tolist()))
+    steep = torch.tensor([[0.0, -1.0, -2.0], [0.0, -50.0, -100.0]])  # the second dimension is negligible
+    assert top_product_indices(steep, 9, min_log_ratio=10.0).tolist() == [[0, 0], [1, 0], [2, 0]]
+
+    Phi = torch.randn(40, 9, generator=gen, dtype=torch.float64)
+    y = torch.randn(40, generator=gen, dtype=torch.float64)
+    stats = {"gram": Phi.T @ Phi, "rhs": Phi.T @ y, "ones": Phi.sum(0), "sum_y": y.sum(), "yy": y @ y, "n": 40}
+    args = [torch.rand(9, generator=gen, dtype=torch.float64) + 0.1] + [torch.tensor(v, dtype=torch.float64)
+                                                                        for v in (1.3, 0.2, 0.3)]
+    args = [a.requires_grad_() for a in args]
+    assert torch.autograd.gradcheck(lambda *a: _NegLogMarginalLikelihood.apply(*a, stats), args)

@@ -213,8 +213,8 @@ def test_bad_input_gets_clear_errors():
         tnbayes.QTKM(period=0.8).fit(X, y)
     with pytest.raises(ValueError, match="feature_map"):
         tnbayes.QTKM(feature_map="wavelet").fit(X, y)
-    model = tnbayes.QTKM(rank=2, period=1.25, penalty=1e-2).fit(X, y)
-    with pytest.raises(ValueError, match="period interval"):
+    model = tnbayes.QTKM(rank=2, period=1.25, penalty=1e-2, out_of_box="raise").fit(X, y)
+    with pytest.raises(ValueError, match="longer period"):
         model.posterior(X * 1.5)  # scaled |x| ≈ 0.75 > P/2
     with pytest.raises(ValueError, match="NaN|nan|finite"):
         model.posterior(np.full((2, 2), np.nan))

@@ -117,26 +117,6 @@ def test_queries_outside_the_box_raise():
     X, y = _data(60, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximationWarning)
-        tt = tnbayes.TTKalmanGP(**_fixed(2, 6)).fit(X, y)
+        tt = tnbayes.TTKalmanGP(out_of_box="raise", **_fixed(2, 6)).fit(X, y)
     with pytest.raises(ValueError, match="outside"):
         tt.posterior(np.array([[50.0, 0.0]]))
-
-
-def test_out_of_box_clip_extrapolates_the_training_range():
-    X, y = _data(60, 2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ApproximationWarning)
-        clipped = tnbayes.TTKalmanGP(out_of_box="clip", **_fixed(2, 6)).fit(X, y)
-    X = np.asarray(X)
-    far = np.array([[50.0, 0.0], [-50.0, float(X[:, 1].max()) + 10.0]])
-    edge = np.array([[X[:, 0].max(), 0.0], [X[:, 0].min(), X[:, 1].max()]])
-    post_far, post_edge = clipped.posterior(far), clipped.posterior(edge)
-    torch.testing.assert_close(post_far.mean, post_edge.mean)
-    torch.testing.assert_close(post_far.variance, post_edge.variance)
-    path_inside = clipped.posterior(X[:5])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ApproximationWarning)
-        plain = tnbayes.TTKalmanGP(**_fixed(2, 6)).fit(X, y)
-    torch.testing.assert_close(path_inside.mean, plain.posterior(X[:5]).mean)  # inside: unchanged
-    with pytest.raises(ValueError, match="out_of_box"):
-        tnbayes.TTKalmanGP(out_of_box="wrap").fit(X, y)

@@ -57,6 +57,12 @@ class AffineScaler:
         """
         if self.kind == "standard":
             shift, scale = mean, variance.clamp_min(0).sqrt()
+            # a column whose values are all equal is constant even when its computed variance is not zero (the mean
+            # of n equal floats can miss them by a rounding error): shift it by its value and leave it unscaled, so
+            # that the rounding error is not blown up to unit scale
+            constant = maximum <= minimum
+            shift = torch.where(constant, minimum.to(shift.dtype), shift)
+            scale = torch.where(constant, torch.zeros_like(scale), scale)
         elif self.kind == "minmax":
             lo, hi = self.feature_range
             scale = (maximum - minimum) / (hi - lo)

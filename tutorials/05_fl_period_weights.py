@@ -95,7 +95,7 @@ y_train = tones(x_train) + 0.1 * rng.standard_normal(x_train.size)
 x_test = np.linspace(x_train.min(), x_train.max(), 500)
 y_test = tones(x_test) + 0.1 * rng.standard_normal(x_test.size)
 Xtr, Xte = x_train[:, None], x_test[:, None]
-common = dict(rank=4, num_basis=16)
+common = dict(rank=4, num_basis=16, normalize_features=False)  # the paper's raw features
 
 # %% [markdown]
 # FL starts from random λ ~ U(0, 1) and random cores (both from `seed`), and ALS finds a local optimum, so we
@@ -174,7 +174,7 @@ plt.close(fig)
 
 # %%
 splits = range(1) if SMALL else range(4)
-yacht_common = dict(rank=6, num_basis=2, alpha=0.01, epochs=10, out_of_box="clip")
+yacht_common = dict(rank=6, num_basis=2, alpha=0.01, epochs=10, out_of_box="clip", normalize_features=False)
 rows, weights, contributions = [], [], []
 for k in splits:
     data = tnbayes.datasets.load("yacht", split=k)

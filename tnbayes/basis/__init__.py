@@ -12,7 +12,14 @@ dimensions is never formed here (see :mod:`tnbayes.basis.combine` for the small-
 - :mod:`~tnbayes.basis.rules` — choosing (M, L) and checking a fitted lengthscale against them.
 """
 
-from .combine import DEFAULT_MAX_PRODUCT_FEATURES, additive_features, num_structured_features, product_features
+from .combine import (
+    DEFAULT_MAX_PRODUCT_FEATURES,
+    additive_features,
+    indexed_product_features,
+    num_structured_features,
+    product_features,
+    top_product_indices,
+)
 from .hilbert import (
     HilbertBasis,
     check_in_box,
@@ -64,6 +71,8 @@ __all__ = [
     "data_center_and_half_range",
     "product_features",
     "additive_features",
+    "indexed_product_features",
+    "top_product_indices",
     "num_structured_features",
     "DEFAULT_MAX_PRODUCT_FEATURES",
     "spectral_density",

@@ -1,4 +1,5 @@
-"""Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form."""
+"""Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form
+and the cost models that fit them into a time budget."""
 
 from .als import (
     CPDALS,
@@ -11,6 +12,7 @@ from .als import (
     product_except,
     solve_spd,
 )
+from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .features import BasisFeatures, FourierPolynomialFeatures, PeriodMixtureFeatures, TensorProductFeatures
 from .laplace import conditional_core_variance, summed_core_variances
@@ -18,6 +20,8 @@ from .laplace import conditional_core_variance, summed_core_variances
 __all__ = [
     "CPDALS",
     "StreamedRows",
+    "BudgetPlan",
+    "BudgetWarning",
     "CoreSystem",
     "DenseKalmanFilter",
     "TTKalmanFilter",
@@ -30,9 +34,12 @@ __all__ = [
     "TensorProductFeatures",
     "conditional_core_variance",
     "summed_core_variances",
+    "tnkf_seconds_per_row",
+    "tt_kalman_seconds_per_row",
     "cpd_predict",
     "design_matrix",
     "mode_projections",
+    "plan_within_budget",
     "product_except",
     "solve_spd",
 ]

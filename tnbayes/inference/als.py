@@ -143,7 +143,8 @@ class CoreSystem:
     jitter: float = 0.0
 
 
-def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor, *,
+              eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Solve a Hermitian positive (semi-)definite system by Cholesky, with a safe fallback.
 
     Tries the plain Cholesky factorisation, then adds a growing diagonal jitter (10 … 10⁴ machine epsilons of
@@ -153,6 +154,9 @@ def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, to
     ----------
     matrix : torch.Tensor of shape (n, n)
     rhs : torch.Tensor of shape (n,) or (n, k)
+    eps : float, optional
+        Machine epsilon of the precision the matrix was accumulated in (default: that of its dtype). A float32
+        sum solved in float64 carries float32 rounding errors, which a float64-sized jitter cannot cover.
 
     Returns
     -------
@@ -163,7 +167,7 @@ def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor) -> tuple[torch.Tensor, to
     """
     scale = float(matrix.diagonal().real.abs().mean()) or 1.0
     eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
-    eps = torch.finfo(matrix.dtype).eps
+    eps = torch.finfo(matrix.dtype).eps if eps is None else float(eps)
     for jitter in (0.0, 10 * eps, 1e2 * eps, 1e3 * eps, 1e4 * eps):
         factor, info = torch.linalg.cholesky_ex(matrix + (jitter * scale) * eye if jitter else matrix)
         if int(info) == 0:
@@ -671,7 +675,7 @@ class CPDALS:
         ``system`` (in the engine's dtype)."""
         matrix = system.gram + self.penalty * system.penalty
         wide = torch.complex128 if matrix.is_complex() else torch.float64
-        vector, factor, jitter = solve_spd(matrix.to(wide), system.rhs.to(wide))
+        vector, factor, jitter = solve_spd(matrix.to(wide), system.rhs.to(wide), eps=torch.finfo(matrix.dtype).eps)
         system.cholesky, system.jitter = factor.to(self.dtype), jitter
         return vector.to(self.dtype)
 

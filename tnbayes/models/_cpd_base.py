@@ -18,12 +18,16 @@ from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, summed
 from tnbayes.inference.als import design_matrix
 from tnbayes.models.base import BaseModel
 
-__all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "AUTO_RANK_TOLERANCE"]
+__all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "AUTO_RANK_TOLERANCE", "NOISE_LOWER_BOUND"]
 
 #: how the Laplace-type predictive variance is built (see CPDKernelMachine's Notes)
 UNCERTAINTY_METHODS = ("all_cores", "last_core", "none")
 #: rank=None stops at the first rank whose residual noise is within this factor of the reference noise
 AUTO_RANK_TOLERANCE = 1.1
+#: lower bound of an estimated noise variance on the standardised target scale (ExactGP's and HilbertGP's
+#: default ``noise_lower_bound``): a constant or interpolated target leaves no residual, but the predictive
+#: variance must stay positive and the rank search cannot chase a reference noise of round-off size
+NOISE_LOWER_BOUND = 1e-6
 
 
 class CPDModelBase(BaseModel):
@@ -41,6 +45,7 @@ class CPDModelBase(BaseModel):
     effective_dof_ : float
         tr((A_dᴴA_d + λP_d)⁻¹ A_dᴴA_d) of the last-updated core (a lower bound on the model's).
     noise_variance_ : float
+        The given ``noise_variance``, else the estimate, at least ``NOISE_LOWER_BOUND``.
     laplace_modes_ : list of int
     core_choleskys_ : torch.Tensor of shape (len(laplace_modes_), W, W)
         Cholesky factors of the regularised normal equations of those cores; W = the largest M_d·R
@@ -71,19 +76,6 @@ class CPDModelBase(BaseModel):
         self._check_fitted("cores")
         return [core.clone() for core in self._factor_list()]
 
-    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
-        """Scaled queries as the feature map should see them (default unchanged; ``out_of_box="clip"`` models clip)."""
-        return X
-
-    def _check_queries(self, X: torch.Tensor) -> None:
-        """Raise ``ValueError`` for scaled queries the feature map cannot represent."""
-        self.features_.check_inputs(X)
-
-    def _scaled_inputs(self, X) -> torch.Tensor:
-        Xs = self._clip_queries(super()._scaled_inputs(X))
-        self._check_queries(Xs)
-        return Xs
-
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
         self.features_ = self._features()
 
@@ -95,7 +87,7 @@ class CPDModelBase(BaseModel):
     def _fit_cpd(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, ranks: Sequence[int],
                  penalty: float, reference_noise: float | None, *, regularizer: str = "full",
                  component_weights: torch.Tensor | None = None, between_sweeps=None,
-                 max_sweeps: int | None = None) -> CPDALS:
+                 max_sweeps: int | None = None, initial_factors: Sequence[torch.Tensor] | None = None) -> CPDALS:
         """Run ALS for each rank in turn; keep the first whose residual noise is within 10% of the reference.
 
         Parameters
@@ -117,6 +109,8 @@ class CPDModelBase(BaseModel):
             Passed to :meth:`CPDALS.run` (FL updates its mixture weights there).
         max_sweeps : int, optional
             Sweep budget (default ``self.max_sweeps``).
+        initial_factors : sequence of torch.Tensor of shape (M_k, R), optional
+            Initial cores (one rank only; default: the engine's seeded random draw).
 
         Returns
         -------
@@ -124,10 +118,12 @@ class CPDModelBase(BaseModel):
             The engine of the kept rank.
         """
         ranks = list(ranks) if reference_noise is not None else list(ranks)[:1]
+        if reference_noise is not None:  # no rank can be told apart from another below the noise floor
+            reference_noise = max(float(reference_noise), NOISE_LOWER_BOUND)
         self.rank_search_ = []
         for rank in ranks:
             engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
-                            seed=int(self.seed), component_weights=component_weights,
+                            seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
             engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
             residual = self._residual_noise(engine, engine.num_rows, penalty)
@@ -136,6 +132,11 @@ class CPDModelBase(BaseModel):
             if reference_noise is None or residual <= AUTO_RANK_TOLERANCE * reference_noise:
                 break
         self.rank_ = engine.rank
+        if len(ranks) > 1:
+            reason = ("its residual noise is within {:.0%} of the reference noise".format(AUTO_RANK_TOLERANCE - 1)
+                      if residual <= AUTO_RANK_TOLERANCE * reference_noise else "it is the largest rank tried")
+            self._report(f"rank R = {engine.rank} of {[int(r) for r in ranks]}: {reason} "
+                         f"(residual noise {residual:.3g}, reference {reference_noise:.3g}, standardised scale).")
         self._store_factors(engine.factors)
         self.history_ = list(engine.history)
         self.sweep_objectives_ = list(engine.sweep_objectives)
@@ -161,6 +162,8 @@ class CPDModelBase(BaseModel):
             self.noise_variance_ = max(self._given_or_estimated_noise, self.residual_noise_variance_)
         else:
             self.noise_variance_ = self.residual_noise_variance_
+        if self.noise_variance is None:  # an exact fit (a constant target) leaves no residual: keep σ² positive
+            self.noise_variance_ = max(self.noise_variance_, NOISE_LOWER_BOUND)
         last = engine.last_system
         systems = {} if self.uncertainty == "none" else {last.mode: last.cholesky}
         if self.uncertainty == "all_cores":

@@ -36,6 +36,7 @@ from tnbayes.distributed import check_distributed
 from tnbayes.inference.als import StreamedRows
 from tnbayes.posterior import GaussianPosterior
 from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
+from tnbayes.selection.input_box import apply_input_box, prediction_box
 
 __all__ = ["BaseModel", "NotFittedError", "load_model", "FORMAT_VERSION"]
 
@@ -96,6 +97,12 @@ class BaseModel:
         ``"cpu"`` (default) or ``"cuda"``.
     verbose : bool
         Show progress bars and messages during ``fit``.
+
+    Attributes
+    ----------
+    fit_report_ : list of str
+        The choices ``fit`` made from the data (hyper-parameters, basis sizes, ranks, structure) and why, one
+        sentence each; printed as they are made when ``verbose=True``.
 
     Notes
     -----
@@ -198,6 +205,7 @@ class BaseModel:
                 f"{type(self).__name__} fits in-memory arrays only: pass X of shape (n, D) and y of shape (n,). "
                 f"Out-of-core chunk sources and distributed=True are supported by {supported}."
             )
+        self.fit_report_ = []
         if y is None and not chunked:
             raise ValueError("fit(X, y) needs the targets y (or X must be a ChunkedData / re-iterable of (X, y) chunks).")
         dtype, device = self.dtype_, self.device_
@@ -207,7 +215,9 @@ class BaseModel:
             self.y_scaler_ = make_target_scaler(self.normalize_y).fit(yt)
             self.n_features_in_ = None  # not fitted until _fit succeeds
             self.n_train_ = int(Xt.shape[0])
-            self._fit(self.x_scaler_.transform(Xt), self.y_scaler_.transform(yt))
+            Xs = self.x_scaler_.transform(Xt)
+            self.training_range_ = torch.stack([Xs.amin(dim=0), Xs.amax(dim=0)])
+            self._fit(Xs, self.y_scaler_.transform(yt))
             self.n_features_in_ = int(Xt.shape[1])
             return self
         return self._fit_from_summary(X, y, chunked, distributed)
@@ -236,6 +246,7 @@ class BaseModel:
         sample = (self.x_scaler_.transform(summary.sample_X.to(dtype=dtype, device=device)),
                   self.y_scaler_.transform(summary.sample_y.to(dtype=dtype, device=device)))
         extremes = self.x_scaler_.transform(torch.stack([summary.x_min, summary.x_max]).to(dtype=dtype, device=device))
+        self.training_range_ = extremes
         if chunked:
             rows = StreamedRows(data, summary.local_rows, summary.num_features, transform_X=self.x_scaler_.transform,
                                 transform_y=self.y_scaler_.transform, dtype=dtype, device=device)
@@ -323,13 +334,76 @@ class BaseModel:
         self._check_fitted("noise_std")
         return math.sqrt(float(self.noise_variance_)) * float(self.y_scaler_.scale_)
 
+    def _report(self, message: str) -> None:
+        """Record a choice made during ``fit`` in ``fit_report_`` and print it when ``verbose`` is set.
+
+        Parameters
+        ----------
+        message : str
+            What was chosen and why, in one sentence.
+        """
+        if not hasattr(self, "fit_report_"):
+            self.fit_report_ = []
+        self.fit_report_.append(message)
+        if self.verbose:
+            print(f"{type(self).__name__}: {message}", flush=True)
+
     # ------------------------------------------------------------------ subclass hooks
     def _min_samples(self) -> int:
         return 2
 
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
+        """Validated, scaled test inputs (n, D), with the ``out_of_box`` policy applied (see :meth:`input_box`)."""
         Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_)
-        return self.x_scaler_.transform(Xt)
+        Xs = self.x_scaler_.transform(Xt)
+        box = self._prediction_box()
+        if box is None:
+            return Xs
+        return apply_input_box(Xs, box, getattr(self, "out_of_box", "clip"), shift=self.x_scaler_.shift_,
+                               scale=self.x_scaler_.scale_, model_name=type(self).__name__,
+                               remedy=self._out_of_box_remedy)
+
+    #: how to fit a model that reaches further out (completes the out-of-box messages)
+    _out_of_box_remedy: ClassVar[str] = "refit with a larger boundary factor c"
+
+    def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Lower and upper edge, each of shape (D,), of the region the fitted basis represents, in scaled units.
+
+        ``None`` (default): the model predicts anywhere. Models whose basis lives on a bounded domain (a Hilbert box,
+        a Fourier period) return it; :mod:`tnbayes.selection.input_box` turns it into the prediction box.
+        """
+        return None
+
+    def _prediction_box(self) -> torch.Tensor | None:
+        """The prediction box (2, D) in scaled units, or None when the model has no bounded domain."""
+        domain = self._representable_box()
+        if domain is None:
+            return None
+        training_range = getattr(self, "training_range_", None)
+        if training_range is None:  # a file saved before training_range_ existed: the domain itself
+            return torch.stack([domain[0], domain[1]])
+        return prediction_box(training_range, domain)
+
+    def input_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Lower and upper corner of the region where predictions are made as they are, in the units of X.
+
+        It is the training range extended by half the margin the basis leaves beyond it. ``posterior``/``predict``
+        clip test inputs outside it to its edge with an :class:`~tnbayes.selection.OutOfBoxWarning` (default,
+        ``out_of_box="clip"``) or refuse them (``out_of_box="raise"``).
+
+        Returns
+        -------
+        (low, high) : numpy.ndarray of shape (D,) each, or None
+            None for models that predict anywhere (no bounded basis domain).
+        """
+        self._check_fitted("input_box")
+        box = self._prediction_box()
+        if box is None:
+            return None
+        shift = self.x_scaler_.shift_.detach().cpu().double().reshape(-1)
+        scale = self.x_scaler_.scale_.detach().cpu().double().reshape(-1)
+        box = box.detach().cpu().double() * scale + shift
+        return box[0].numpy(), box[1].numpy()
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:  # pragma: no cover - abstract
         """Fit on scaled inputs (n, d) and scaled targets (n,); must set ``noise_variance_``.

@@ -34,6 +34,7 @@ from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
+from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["CPDKernelMachine", "CPDKernelClassifier", "UNCERTAINTY_METHODS"]
 
@@ -86,9 +87,10 @@ class CPDKernelMachine(CPDModelBase):
         Cap of the automatically chosen M.
     ard : bool
         Estimate one lengthscale per input (default) or one shared lengthscale.
-    out_of_box : {"raise", "clip"}
-        Inputs outside the Hilbert box at prediction time raise a ``ValueError`` (default) or are clipped
-        to the training range per input (constant extrapolation; see :meth:`input_box`).
+    out_of_box : {"clip", "raise"}
+        Test inputs beyond the prediction box (the training range plus half the Hilbert box's margin, see
+        :meth:`input_box`) are clipped to its edge with one :class:`~tnbayes.selection.OutOfBoxWarning` that
+        counts them (default), or refused with a ``ValueError``.
     chunk_size : int, optional
         Rows per chunk of the normal-equation accumulation (default ~32 MiB of design matrix).
     seed : int
@@ -115,7 +117,7 @@ class CPDKernelMachine(CPDModelBase):
     box_center_, box_half_width_ : torch.Tensor of shape (D,)
         The Hilbert box per standardised input.
     data_half_range_ : torch.Tensor of shape (D,)
-        Half-range of the standardised training inputs (``out_of_box="clip"`` clips to centre ± this).
+        Half-range of the standardised training inputs.
     hyperparameter_source_ : str
         ``"given"`` or ``"marginal likelihood on n points"``.
     history_ : list of float
@@ -180,7 +182,7 @@ class CPDKernelMachine(CPDModelBase):
                  outputscale: float | None = None, noise_variance: float | None = None,
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
-                 max_num_basis: int = 40, ard: bool = True, out_of_box: str = "raise",
+                 max_num_basis: int = 40, ard: bool = True, out_of_box: str = "clip",
                  chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
@@ -219,8 +221,7 @@ class CPDKernelMachine(CPDModelBase):
         resolve_kernel(self.kernel, self.nu)
         if self.regularizer not in REGULARIZERS:
             raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {self.regularizer!r}.")
-        if self.out_of_box not in ("raise", "clip"):
-            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
+        check_out_of_box_policy(self.out_of_box)
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
@@ -258,11 +259,11 @@ class CPDKernelMachine(CPDModelBase):
                                                        max_points=int(self.hyper_max_points), seed=int(self.seed),
                                                        ard=bool(self.ard),
                                                        lengthscale_lower_bound=self._resolvable_lengthscale(extremes))
-            self.hyperparameter_source_ = (f"marginal likelihood on {estimate.num_points} points"
-                                           + (f" ({estimate.num_duplicates} duplicate records dropped)"
-                                              if estimate.num_duplicates else ""))
+            self.hyperparameter_source_ = estimate.describe()
         else:
             self.hyperparameter_source_ = "given"
+        self._report(f"kernel hyper-parameters: {self.hyperparameter_source_} (an exact GP's ML-II; given values "
+                     f"are kept).")
         if self.lengthscale is not None:
             ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1).expand(num_dims).clone()
         else:
@@ -327,6 +328,13 @@ class CPDKernelMachine(CPDModelBase):
                     stacklevel=4)
                 self.lengthscale_ = torch.maximum(self.lengthscale_, shortest)
         self.num_basis_ = num_basis
+        self._report(
+            f"M = {num_basis} basis functions per input " + (
+                "(given)" if self.num_basis is not None else
+                f"(the lengthscales need {need_m} for an accurate kernel; capped at max_num_basis={self.max_num_basis})"
+                if need_m > num_basis else f"(what the shortest lengthscale needs for an accurate kernel)")
+            + f"; boundary factor c = {float(c.min()):.3g}–{float(c.max()):.3g} "
+            + ("(given)." if self.c is not None else "(room for the longest lengthscale beyond the training range)."))
         self.box_center_ = center
         self.box_half_width_ = (c * half_range).to(torch.float64)
         self.data_half_range_ = half_range.to(torch.float64)
@@ -355,42 +363,12 @@ class CPDKernelMachine(CPDModelBase):
         self.factors_ = torch.stack(list(factors))
 
     # ------------------------------------------------------------------ prediction
-    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
-        if self.out_of_box != "clip":
-            return X
-        center, half_range = self.box_center_.to(X), self.data_half_range_.to(X)
-        return torch.maximum(torch.minimum(X, center + half_range), center - half_range)
-
-    def _check_queries(self, X: torch.Tensor) -> None:
-        try:
-            super()._check_queries(X)
-        except ValueError as err:
-            raise ValueError(
-                f"{err} (in standardised units). The CPD model's Hilbert basis only represents inputs inside "
-                f"the box it was fitted with; refit with a larger boundary factor c to predict further out."
-            ) from None
+    def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor]:
+        center, half_width = self.box_center_, self.box_half_width_
+        return center - half_width, center + half_width
 
     def _factor_list(self) -> list[torch.Tensor]:
         return list(self.factors_.unbind(0))
-
-    # ------------------------------------------------------------------ persistence
-    def input_box(self) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper corner of the region the fitted basis can represent, in the units of X.
-
-        ``posterior``/``predict`` raise for inputs outside it (or clip them to the training range with
-        ``out_of_box="clip"``); refit with a larger ``c`` to reach further.
-
-        Returns
-        -------
-        low, high : numpy.ndarray of shape (D,)
-        """
-        self._check_fitted("input_box")
-        shift = self.x_scaler_.shift_.detach().cpu().double()
-        scale = self.x_scaler_.scale_.detach().cpu().double()
-        center, half_width = self.box_center_.detach().cpu().double(), self.box_half_width_.detach().cpu().double()
-        low = (center - half_width) * scale + shift
-        high = (center + half_width) * scale + shift
-        return low.numpy(), high.numpy()
 
 
 class CPDKernelClassifier(BinaryClassifierMixin, CPDKernelMachine):

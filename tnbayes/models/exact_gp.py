@@ -7,48 +7,24 @@ with restarts, marginal predictive variances computed in test-point chunks.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import math
 import warnings
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import gpytorch
 import torch
-from linear_operator.utils.errors import NanError, NotPSDError
-from linear_operator.utils.warnings import NumericalWarning
 
 from tnbayes._validation import available_memory_bytes, unique_record_indices
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
+from tnbayes.selection.marginal_likelihood import (
+    MarginalLikelihoodSettings,
+    build_exact_gp,
+    exact_gpytorch_settings,
+    exact_log_marginal_likelihood,
+    fit_marginal_likelihood,
+)
 
-__all__ = ["ExactGP"]
-
-_KERNELS = ("rbf", "matern")
-
-
-@contextlib.contextmanager
-def exact_gpytorch_settings() -> Iterator[None]:
-    """GPyTorch settings for exact inference: Cholesky at any size, no CG, no Lanczos variances."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(gpytorch.settings.max_cholesky_size(2**62))
-        stack.enter_context(gpytorch.settings.fast_computations(
-            covar_root_decomposition=False, log_prob=False, solves=False))
-        stack.enter_context(gpytorch.settings.fast_pred_var(False))
-        stack.enter_context(gpytorch.settings.cholesky_max_tries(6))
-        yield
-
-
-class _GPyTorchRegressor(gpytorch.models.ExactGP):
-    def __init__(self, train_x: torch.Tensor, train_y: torch.Tensor,
-                 likelihood: gpytorch.likelihoods.GaussianLikelihood,
-                 covar_module: gpytorch.kernels.Kernel) -> None:
-        super().__init__(train_x, train_y, likelihood)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = covar_module
-
-    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+__all__ = ["ExactGP", "exact_gpytorch_settings"]
 
 
 class ExactGP(BaseModel):
@@ -56,8 +32,10 @@ class ExactGP(BaseModel):
 
     The model is ``y = c + f(x) + ε``, ``f ~ GP(0, σ_f² k_ℓ)``, ``ε ~ N(0, σ²)``, on standardised
     inputs and targets. Hyper-parameters (ℓ per input, σ_f², σ², c) maximise the exact marginal
-    likelihood; the best of ``num_restarts + 1`` optimiser runs is kept (the first starts from
-    ℓ = 1, σ_f² = 1, σ² = 0.1; the others from random log-uniform values).
+    likelihood times weak log-normal priors on ℓ (scaled with the number of inputs) and σ²; the best of ``num_restarts + 1``
+    optimiser runs is kept (the first starts at the prior mode, which grows like √D; the others at random
+    values around it), and an optimum where the noise explains nearly all the variance triggers further
+    runs from a low noise before it is accepted. See :mod:`tnbayes.selection.marginal_likelihood`.
 
     Parameters
     ----------
@@ -75,6 +53,13 @@ class ExactGP(BaseModel):
         Adam learning rate (ignored for L-BFGS).
     num_restarts : int
         Extra runs from random initial hyper-parameters.
+    screen_size : int
+        With more training records than this, the ``num_restarts + 1`` starts are compared on a random subsample
+        of this size (each step costs O(n³)) and only the best is optimised on all records.
+    prior : {"dimension_scaled", None}
+        Weak log-normal hyper-priors (default): on ℓ, scaled with the number of inputs (Hvarfner et al. 2024), and
+        on σ² (BoTorch's defaults); or none (plain maximum likelihood, which can settle on the constant fit or on
+        an interpolating fit in many dimensions).
     noise_lower_bound : float
         Lower bound of the noise variance on the standardised scale.
     lengthscale_lower_bound : float or sequence of float, optional
@@ -106,18 +91,25 @@ class ExactGP(BaseModel):
     noise_variance_ : float
         Noise variance on the standardised target scale (``noise_std`` gives the noise in user units).
     neg_mll_ : float
-        Final negative marginal log likelihood per data point (of the records ML-II saw).
+        Final objective per data point (of the records ML-II saw): the negative log marginal likelihood, plus
+        the negative log prior density / N with ``prior``.
     num_duplicates_ : int
         Repeated (x, y) records left out of the marginal likelihood (0 with ``drop_duplicates=False``).
     history_ : list of float
-        Best negative MLL per data point of each optimiser run.
+        Final objective of each optimiser run, in the order they ran.
+    ml_starts_ : list of str
+        Where each run started (``"prior mode"``, ``"random"``, ``"collapse check"``).
+    loo_r2_ : float
+        Leave-one-out R² of the fit on the (standardised) training targets of the records ML-II saw.
+    collapsed_ : bool
+        ``loo_r2_`` is about 0 or below: the fit predicts no better than the mean (no signal ML-II can find).
     """
 
     _transient_attributes = ("gp_",)
 
     def __init__(self, kernel: str = "rbf", nu: float = 2.5, *, ard: bool = True, optimizer: str = "lbfgs",
                  max_iter: int = 200, lr: float = 0.05, num_restarts: int = 2,
-                 noise_lower_bound: float = 1e-6, lengthscale_lower_bound: float | Sequence[float] | None = None,
+                 screen_size: int = 500, prior: str | None = "dimension_scaled", noise_lower_bound: float = 1e-6, lengthscale_lower_bound: float | Sequence[float] | None = None,
                  drop_duplicates: bool = True, max_train_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -128,6 +120,8 @@ class ExactGP(BaseModel):
         self.max_iter = max_iter
         self.lr = lr
         self.num_restarts = num_restarts
+        self.screen_size = screen_size
+        self.prior = prior
         self.noise_lower_bound = noise_lower_bound
         self.lengthscale_lower_bound = lengthscale_lower_bound
         self.drop_duplicates = drop_duplicates
@@ -135,15 +129,13 @@ class ExactGP(BaseModel):
         self.seed = seed
 
     # ------------------------------------------------------------------ construction
-    def _validate_params(self) -> None:
-        if self.kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {_KERNELS}; got {self.kernel!r}.")
-        if self.kernel == "matern" and float(self.nu) not in (0.5, 1.5, 2.5):
-            raise ValueError(f"GPyTorch's Matérn kernel needs nu in (0.5, 1.5, 2.5); got {self.nu}.")
-        if self.optimizer not in ("lbfgs", "adam"):
-            raise ValueError(f"optimizer must be 'lbfgs' or 'adam'; got {self.optimizer!r}.")
-        if int(self.max_iter) < 1 or int(self.num_restarts) < 0:
-            raise ValueError("max_iter must be >= 1 and num_restarts >= 0.")
+    def _settings(self, num_dims: int) -> MarginalLikelihoodSettings:
+        return MarginalLikelihoodSettings(
+            kernel=self.kernel, nu=float(self.nu), ard=bool(self.ard), prior=self.prior,
+            optimizer=self.optimizer, max_iter=int(self.max_iter), lr=float(self.lr),
+            num_restarts=int(self.num_restarts), noise_lower_bound=float(self.noise_lower_bound),
+            lengthscale_lower_bound=self._standardised_lengthscale_bound(num_dims), seed=int(self.seed),
+            screen_size=int(self.screen_size))
 
     def _check_size(self, n: int) -> None:
         bytes_per = torch.finfo(self.dtype_).bits // 8
@@ -173,123 +165,40 @@ class ExactGP(BaseModel):
         bound = (bound.expand(num_dims) / scale).reshape(1, -1)
         return bound if self.ard else bound.max().reshape(1, 1)
 
-    def _build(self, X: torch.Tensor, y: torch.Tensor) -> _GPyTorchRegressor:
-        ard_dims = X.shape[1] if self.ard else None
-        bound = self._standardised_lengthscale_bound(X.shape[1])
-        constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(X.dtype))
-        if self.kernel == "rbf":
-            base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint)
-        else:
-            base = gpytorch.kernels.MaternKernel(nu=float(self.nu), ard_num_dims=ard_dims,
-                                                 lengthscale_constraint=constraint)
-        likelihood = gpytorch.likelihoods.GaussianLikelihood(
-            noise_constraint=gpytorch.constraints.GreaterThan(float(self.noise_lower_bound)))
-        model = _GPyTorchRegressor(X, y, likelihood, gpytorch.kernels.ScaleKernel(base))
-        return model.to(dtype=X.dtype, device=X.device)
-
     # ------------------------------------------------------------------ fitting
-    def _initialise(self, model: _GPyTorchRegressor, run: int, generator: torch.Generator) -> None:
-        n_ls = model.covar_module.base_kernel.lengthscale.shape[-1]
-        if run == 0:
-            lengthscale, outputscale, noise = torch.ones(n_ls), 1.0, 0.1
-        else:
-            u = torch.rand(n_ls + 2, generator=generator, dtype=torch.float64)
-            lengthscale = torch.exp(math.log(0.2) + u[:n_ls] * math.log(5.0 / 0.2))
-            outputscale = float(torch.exp(math.log(0.3) + u[n_ls] * math.log(3.0 / 0.3)))
-            noise = float(torch.exp(math.log(1e-3) + u[n_ls + 1] * math.log(0.3 / 1e-3)))
-        dev, dt = model.train_targets.device, model.train_targets.dtype
-        bound = self._standardised_lengthscale_bound(model.train_inputs[0].shape[1])
-        if bound is not None:  # start strictly inside the feasible region
-            lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * bound + 1e-3).reshape(-1)
-        model.covar_module.base_kernel.lengthscale = lengthscale.to(dev, dt).reshape(1, -1)
-        model.covar_module.outputscale = outputscale
-        model.likelihood.noise = max(noise, 10 * float(self.noise_lower_bound))
-        model.mean_module.constant.data.fill_(0.0)
-
-    def _optimise(self, model: _GPyTorchRegressor) -> float:
-        """Minimise the negative MLL per point from the current values; returns the final value.
-
-        Aggressive line-search steps can reach hyper-parameters whose kernel matrix is numerically
-        singular; such an evaluation is abandoned and the run ends at the best point seen so far.
-        """
-        model.train()
-        mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-        X, y = model.train_inputs[0], model.train_targets
-        params = [p for p in model.parameters() if p.requires_grad]
-        best = {"loss": math.inf, "state": copy.deepcopy(model.state_dict())}
-
-        def loss_fn() -> torch.Tensor:
-            loss = -mll(model(X), y)
-            if torch.isfinite(loss) and float(loss.detach()) < best["loss"]:
-                best["loss"], best["state"] = float(loss.detach()), copy.deepcopy(model.state_dict())
-            return loss
-
-        try:
-            with warnings.catch_warnings():
-                # jitter added during line-search probes is expected; the final fit is checked below
-                warnings.simplefilter("ignore", NumericalWarning)
-                self._run_optimizer(params, loss_fn)
-        except (NotPSDError, NanError):  # a probe step left the region of usable hyper-parameters
-            pass
-        model.load_state_dict(best["state"])
-        with torch.no_grad():
-            return float(-mll(model(X), y))
-
-    def _run_optimizer(self, params: list[torch.nn.Parameter], loss_fn) -> None:
-        if self.optimizer == "lbfgs":
-            opt = torch.optim.LBFGS(params, lr=1.0, max_iter=int(self.max_iter), history_size=20,
-                                    line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-9)
-
-            def closure() -> torch.Tensor:
-                opt.zero_grad()
-                loss = loss_fn()
-                loss.backward()
-                return loss
-
-            opt.step(closure)
-            return
-        opt = torch.optim.Adam(params, lr=float(self.lr))
-        for _ in range(int(self.max_iter)):
-            opt.zero_grad()
-            loss_fn().backward()
-            opt.step()
-
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
-        self._validate_params()
         self._check_size(X.shape[0])
-        generator = torch.Generator().manual_seed(int(self.seed))
+        settings = self._settings(X.shape[1])
+        settings.validate()
         keep = unique_record_indices(X, y) if self.drop_duplicates else None
         self.num_duplicates_ = 0 if keep is None else int(X.shape[0] - keep.numel())
-        model = self._build(X, y) if not self.num_duplicates_ else self._build(X[keep], y[keep])
-        best_state, best_loss, history = None, math.inf, []
-        runs = range(int(self.num_restarts) + 1)
-        if self.verbose:
-            from tqdm.auto import tqdm
-            runs = tqdm(runs, desc="ExactGP restarts")
-        with exact_gpytorch_settings():
-            for run in runs:
-                self._initialise(model, run, generator)
-                try:
-                    loss = self._optimise(model)
-                except (NotPSDError, NanError) as err:  # even the initial values gave a singular matrix
-                    warnings.warn(f"ExactGP optimiser run {run} failed ({err}); skipped.", RuntimeWarning)
-                    loss = math.nan
-                history.append(loss)
-                if math.isfinite(loss) and loss < best_loss:
-                    best_loss, best_state = loss, copy.deepcopy(model.state_dict())
-        if best_state is None:
-            raise RuntimeError("Every ExactGP optimiser run failed; check the data for duplicates or "
-                               "raise noise_lower_bound.")
-        model.load_state_dict(best_state)
+        X_ml, y_ml = (X, y) if not self.num_duplicates_ else (X[keep], y[keep])
+        fit = fit_marginal_likelihood(X_ml, y_ml, settings, progress=bool(self.verbose))
+        model = fit.model
         if self.num_duplicates_:
             model.set_train_data(X, y, strict=False)  # condition on every record
         model.eval()
         self.gp_ = model
         self.train_inputs_ = X
         self.train_targets_ = y
-        self.neg_mll_ = best_loss
-        self.history_ = history
+        self.neg_mll_ = fit.objective
+        self.history_ = fit.history
+        self.ml_starts_ = fit.starts
+        self.collapsed_ = fit.collapsed
+        self.loo_r2_ = fit.loo_r2
         self._read_hyperparameters()
+        ls = self.lengthscale_.detach().cpu()
+        screened = any("screened" in start for start in fit.starts)
+        rescued = "collapse check" in fit.starts
+        self._report(
+            f"ML-II on {X_ml.shape[0]} records ({self.num_duplicates_} repeated records left out): best of "
+            f"{int(self.num_restarts) + 1} starts (the dimension-scaled prior mode and {int(self.num_restarts)} random "
+            f"ones" + (f", compared on {int(self.screen_size)} records first" if screened else "") + ")"
+            + ("; the first optimum predicted no better than the mean, so it also started from a low noise"
+               if rescued else "")
+            + f". Lengthscales (standardised units) {float(ls.min()):.3g}–{float(ls.max()):.3g}, noise fraction "
+            f"{fit.noise_fraction():.3f}, leave-one-out R² {fit.loo_r2:.3f}"
+            + (" — collapsed: no signal found, the fit is (nearly) the mean" if fit.collapsed else "") + ".")
 
     def _read_hyperparameters(self) -> None:
         with torch.no_grad():
@@ -315,24 +224,16 @@ class ExactGP(BaseModel):
             return torch.cat(means), torch.cat(variances).clamp_min(0.0)
 
     def log_marginal_likelihood(self) -> float:
-        """Exact log marginal likelihood of the (standardised) training data at the fitted values."""
+        """Exact log marginal likelihood of the (standardised) training data at the fitted values (no prior term)."""
         self._check_fitted("log_marginal_likelihood")
-        self.gp_.train()
-        try:
-            with torch.no_grad(), exact_gpytorch_settings():
-                mll = gpytorch.mlls.ExactMarginalLogLikelihood(self.gp_.likelihood, self.gp_)
-                value = float(mll(self.gp_(self.train_inputs_), self.train_targets_)) * self.n_train_
-        finally:
-            self.gp_.eval()
-        return value
+        return exact_log_marginal_likelihood(self.gp_, self.train_inputs_, self.train_targets_)
 
     # ------------------------------------------------------------------ persistence
     def _extra_state(self) -> dict[str, torch.Tensor]:
         return dict(self.gp_.state_dict())
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        self._validate_params()
-        model = self._build(self.train_inputs_, self.train_targets_)
+        model = build_exact_gp(self.train_inputs_, self.train_targets_, self._settings(self.train_inputs_.shape[1]))
         model.load_state_dict(extra)
         model.eval()
         self.gp_ = model

@@ -25,13 +25,22 @@ from tnbayes.inference import PeriodMixtureFeatures
 from tnbayes.inference.mixture_weights import REGULARIZATIONS, mixture_weight_objective, solve_mixture_weights
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
+from tnbayes.tensors import random_cpd
+from tnbayes.selection.input_box import check_out_of_box_policy
 
-__all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "cross_validate_period"]
+__all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "DEFAULT_ALPHA", "cross_validate_period"]
 
 #: the paper's θ set (inputs in [0, 1])
 DEFAULT_FL_PERIODS = (10.0, 2.0, 128.0, 25.0, 64.0, 600.0, 2000.0, 1024.0)
 #: learn λ with these regularisers; "none" keeps λ at its initial value (the single-period CV baseline)
 FL_REGULARIZATIONS = REGULARIZATIONS + ("none",)
+#: α of the normalised features (k(x, x) = 1 per family): a weak ridge, inside the range of the paper's α = 0.01 on
+#: raw features (k(x, x) = M^D) divided by M^D on its data sets (from 10⁻⁴ for yacht to 10⁻⁹ for concrete)
+DEFAULT_ALPHA = 1e-6
+#: the paper's α, for its raw features (``normalize_features=False``)
+PAPER_ALPHA = 0.01
+#: size of the random part of each column of the initial cores when they start from the mean feature (relative)
+INITIAL_PERTURBATION = 0.3
 #: FISTA budget per λ update (warm-started; the L1 result is then polished exactly on its support, and a step
 #: that would raise the objective is refused)
 FISTA_MAX_ITER = 2000
@@ -49,8 +58,9 @@ class FeatureLearningKM(CPDModelBase):
         Fourier features per input M (quantized into its prime factors: K = log2 M cores of size 2 for M = 2^K).
     periods : sequence of float
         θ_1 … θ_P in the paper's units (inputs in [0, 1]). Default: the paper's eight.
-    alpha : float
-        α, the ridge penalty (α/2)‖w‖² of the CPD weights (not scaled by N; the paper's convention).
+    alpha : float, optional
+        α, the ridge penalty (α/2)‖w‖² of the CPD weights (not scaled by N; the paper's convention). Default:
+        ``DEFAULT_ALPHA`` (10⁻⁶) with normalised features, the paper's 0.01 with raw ones.
     beta : float
         β, the weight of Reg(λ) (ignored by ``"fixed_norm"`` and ``"none"``).
     regularization : {"l1", "l2", "fixed_norm", "none"}
@@ -64,6 +74,9 @@ class FeatureLearningKM(CPDModelBase):
         λ at the start: U(0, 1) draws (the paper's, seeded), all ones, or given values.
     quantized : bool
         Quantize features and weights (the paper does).
+    normalize_features : bool
+        Divide every family's features by √M per input (k(x, x) = 1 per family whatever D is; default), so that α
+        means the same for every number of inputs. ``False``: the paper's raw features (k(x, x) = M^D). See Notes.
     noise_variance : float, optional
         σ² on the standardised target scale for the predictive variance (default: the residual estimate).
     tol : float
@@ -71,10 +84,10 @@ class FeatureLearningKM(CPDModelBase):
         all epochs, as the paper).
     uncertainty : {"all_cores", "last_core", "none"}
         Laplace variant for ``posterior`` (see :class:`~tnbayes.CPDKernelMachine`), at the learned λ.
-    out_of_box : {"raise", "clip"}
-        Queries farther than θ_min/2 from the centre of the training range (where the shortest period would wrap
-        around): raise ``ValueError`` (default), or clip every query to the training range [0, 1] first (the
-        prediction is then constant beyond the range, as :class:`~tnbayes.CPDKernelMachine` does).
+    out_of_box : {"clip", "raise"}
+        Queries beyond the prediction box — the training range [0, 1] extended by half the way to θ_min/2 from its
+        centre, where the shortest period would wrap around (see :meth:`input_box`) — are clipped to its edge with
+        one :class:`~tnbayes.selection.OutOfBoxWarning` (default), or refused with a ``ValueError``.
     chunk_size : int, optional
     seed : int
         Seed of the initial cores and λ.
@@ -114,17 +127,29 @@ class FeatureLearningKM(CPDModelBase):
 
     **Uncertainty** is the CPD model's Laplace approximation of the cores at the learned λ (λ's own uncertainty
     is ignored).
+
+    **Normalised features and many inputs.** With the raw features the weight penalty acts on a kernel with
+    k(x, x) = M^D: relative to the data term it shrinks like M^{−D}, so with many inputs it no longer restrains
+    the D-fold products of per-input factors, which fit the training rows and swing far off between them. The
+    normalised features keep k(x, x) = 1, bound |f(x)| by the norm of the weights, and give α one meaning for
+    every D. Random initial cores then start near W = 0: each of the D·K factor projections of a random core has
+    mean square 1/q_k of the core's squared norm, so a core update sees a data term about N/M^D times ‖W‖², and
+    when N < α·M^D the penalty wins and ALS stays at W = 0 (the prediction collapses to the mean). In that case
+    the cores start instead from the mean training feature of the longest-period family (nearly the same vector
+    for every training row, so the initial fit is of the size of the weights) plus a random part of relative size
+    ``INITIAL_PERTURBATION`` per column; otherwise they start from the usual random draw.
     """
 
     input_scaling = "minmax"
     _transient_attributes = ("features_",)
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 8,
-                 periods: Sequence[float] = DEFAULT_FL_PERIODS, alpha: float = 0.01, beta: float = 0.1,
+                 periods: Sequence[float] = DEFAULT_FL_PERIODS, alpha: float | None = None, beta: float = 0.1,
                  regularization: str = "l1", nonnegative: bool = False, epochs: int = 10,
                  initial_weights: str | Sequence[float] = "uniform", quantized: bool = True,
+                 normalize_features: bool = True,
                  noise_variance: float | None = None, tol: float = 0.0, uncertainty: str = "all_cores",
-                 out_of_box: str = "raise", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
+                 out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -138,6 +163,7 @@ class FeatureLearningKM(CPDModelBase):
         self.epochs = epochs
         self.initial_weights = initial_weights
         self.quantized = quantized
+        self.normalize_features = normalize_features
         self.noise_variance = noise_variance
         self.tol = tol
         self.uncertainty = uncertainty
@@ -151,8 +177,7 @@ class FeatureLearningKM(CPDModelBase):
             raise ValueError(f"regularization must be one of {FL_REGULARIZATIONS}; got {self.regularization!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
-        if self.out_of_box not in ("raise", "clip"):
-            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
+        check_out_of_box_policy(self.out_of_box)
         if isinstance(self.num_basis, bool) or int(self.num_basis) != self.num_basis or int(self.num_basis) < 2:
             raise ValueError(f"num_basis must be an integer >= 2; got {self.num_basis!r}.")
         if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
@@ -163,6 +188,8 @@ class FeatureLearningKM(CPDModelBase):
             raise ValueError(f"periods must be a non-empty sequence of numbers >= 1 (inputs span a unit range); "
                              f"got {self.periods!r}.")
         for name in ("alpha", "beta"):
+            if name == "alpha" and self.alpha is None:  # the default for the feature scaling
+                continue
             value = float(getattr(self, name))
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0; got {getattr(self, name)!r}.")
@@ -184,7 +211,8 @@ class FeatureLearningKM(CPDModelBase):
     # ------------------------------------------------------------------ fitting
     def _features(self) -> PeriodMixtureFeatures:
         return PeriodMixtureFeatures(int(self.n_dims_), int(self.num_basis), self.periods_,
-                                     quantized=bool(self.quantized), center=0.5)
+                                     quantized=bool(self.quantized), normalize=bool(self.normalize_features),
+                                     center=0.5)
 
     def _initial_feature_weights(self, num: int) -> torch.Tensor:
         if isinstance(self.initial_weights, str) and self.initial_weights == "uniform":
@@ -204,13 +232,47 @@ class FeatureLearningKM(CPDModelBase):
         per_rank = sum(features.mode_sizes)
         return int(min(50, max(2, n // (2 * per_rank))))
 
+    def _initial_cores(self, X: torch.Tensor, features: PeriodMixtureFeatures, rank: int,
+                       alpha: float) -> list[torch.Tensor] | None:
+        """Initial cores for normalised features when random ones would start at W = 0 (see Notes), else None.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (N, D)
+            Scaled training inputs.
+        features : PeriodMixtureFeatures
+        rank : int
+        alpha : float
+
+        Returns
+        -------
+        list of torch.Tensor of shape (M_k, R), or None for the engine's random draw
+        """
+        sizes = features.mode_sizes
+        if not self.normalize_features or math.log(X.shape[0]) >= math.log(max(alpha, 1e-300)) + sum(
+                math.log(q) for q in sizes):
+            return None
+        dtype = torch.complex128 if X.dtype == torch.float64 else torch.complex64
+        generator = torch.Generator().manual_seed(int(self.seed))
+        noise = random_cpd(sizes, rank, generator=generator, dtype=dtype, device=X.device)
+        family = features.families[max(range(len(features.periods)), key=lambda p: features.periods[p])]
+        cores = []
+        for mode, size in enumerate(sizes):
+            phi = family.mode_features(X, mode)[0].to(dtype)  # (N, q): rows of norm ≤ 1
+            mean = phi.mean(dim=0).conj() / phi.abs().pow(2).sum(dim=1).mean().sqrt()
+            # random_cpd's cores have unit Frobenius norm: √R makes each random column of unit size
+            cores.append(mean.unsqueeze(1).expand(size, rank) + INITIAL_PERTURBATION * math.sqrt(rank) * noise[mode])
+        return cores
+
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self._validate_params()
         self.n_dims_ = int(X.shape[1])
         self.periods_ = [float(p) for p in self.periods]
         self.features_ = self._features()
         self.features_.check_inputs(X)
-        alpha, beta = float(self.alpha), float(self.beta)
+        default_alpha = DEFAULT_ALPHA if self.normalize_features else PAPER_ALPHA
+        self.alpha_ = float(default_alpha if self.alpha is None else self.alpha)
+        alpha, beta = self.alpha_, float(self.beta)
         weights = self._initial_feature_weights(len(self.periods_)).to(dtype=X.dtype, device=X.device)
         self.feature_weight_history_ = [weights.tolist()]
         self.objective_history_: list[float] = []
@@ -248,12 +310,19 @@ class FeatureLearningKM(CPDModelBase):
         rank = int(self.rank) if self.rank is not None else self._auto_rank(X.shape[0], features)
         engine = self._fit_cpd(features, X, y, [rank], alpha, None, component_weights=weights,
                                between_sweeps=update_feature_weights if learn else None,
-                               max_sweeps=int(self.epochs))
+                               max_sweeps=int(self.epochs),
+                               initial_factors=self._initial_cores(X, features, rank, alpha))
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
 
     def _component_weights(self) -> torch.Tensor:
         return self.feature_weights_
+
+    def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        if "alpha_" not in vars(self):  # saved before normalised features existed: the paper's raw features
+            self.normalize_features = False
+            self.alpha_ = float(PAPER_ALPHA if self.alpha is None else self.alpha)
+        super()._after_load(extra)
 
     def feature_importances(self) -> dict[float, float]:
         """λ per period θ.
@@ -292,8 +361,13 @@ class FeatureLearningKM(CPDModelBase):
         ax.set_title(f"FL feature weights ({self.regularization}{', λ ≥ 0' if self.nonnegative else ''})")
         return ax
 
-    def _clip_queries(self, X: torch.Tensor) -> torch.Tensor:
-        return X.clamp(0.0, 1.0) if self.out_of_box == "clip" else X
+    _out_of_box_remedy = "refit with longer periods"
+
+    def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The window [0.5 − θ_min/2, 0.5 + θ_min/2] of the shortest period around the centre of the [0, 1] scale."""
+        half = 0.5 * min(self.periods_)
+        ones = torch.ones(int(self.n_dims_), dtype=self.dtype_, device=self.device_)
+        return (0.5 - half) * ones, (0.5 + half) * ones
 
 
 FLModel = FeatureLearningKM

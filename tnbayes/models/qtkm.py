@@ -30,6 +30,7 @@ from tnbayes.inference import FourierPolynomialFeatures
 from tnbayes.inference.als import StreamedRows
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
+from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "PAPER_PENALTY_GRID",
            "DEFAULT_PERIOD_GRID"]
@@ -56,7 +57,8 @@ class KRRSelection:
     cv_mse : float
         Its mean cross-validated mean squared error.
     noise_variance : float
-        RSS/(n − dof) of exact KRR with the chosen values on the whole subsample (dof = tr K(K + nλI)⁻¹).
+        RSS/(n − dof) of exact KRR with the chosen values on the whole subsample (dof = tr S, S = K(K + nλI)⁻¹);
+        RSS/‖I − Re S‖_F² when the fit interpolates (n − dof < 1), where the first is round-off over round-off.
     num_points : int
         Size of the subsample.
     table : list of dict
@@ -86,7 +88,9 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
     The kernel is the one the (unconstrained) features span, ``k(x, x') = Π_d ψ(x_d)ᵀ conj(ψ(x'_d))``, so
     exact KRR is the full-rank limit of the CPD models. Objective ``‖y − f‖² + n·λ‖w‖²`` per fold
     (n = the fold's training size); each (P, fold) needs one eigendecomposition, after which every λ is
-    cheap.
+    cheap. λ (and P) minimise the CV MSE, unless exact KRR with them interpolates the subsample
+    (n − tr S < 1): the CV MSE is then flat in λ (many inputs make the product kernel nearly diagonal), and the
+    one-standard-error rule picks the largest λ within one standard error of the minimum.
 
     Parameters
     ----------
@@ -124,12 +128,12 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
     fold_of = torch.arange(n, device=X.device) % int(folds)
     period_grid: list[float | None] = [float(p) for p in periods] if feature_map == "fourier" else [None]
     table: list[dict[str, float]] = []
-    best: tuple[float, float, float | None] | None = None
+    candidates: list[tuple[float, float, float, float | None]] = []  # (cv_mse, its standard error, λ, P)
     for period in period_grid:
         features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False,
                                              normalize=normalize)
         kernel = features.kernel(Xs, Xs)
-        errors = torch.zeros(len(penalties), dtype=torch.float64)
+        squared = torch.zeros(len(penalties), n, dtype=torch.float64)  # per-point squared CV errors
         for fold in range(int(folds)):
             train, valid = fold_of != fold, fold_of == fold
             eigenvalues, eigenvectors = _krr_spectral(kernel[train][:, train])
@@ -138,21 +142,42 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
             n_train = int(train.sum())
             for i, penalty in enumerate(penalties):
                 prediction = (cross @ (projected / (eigenvalues + n_train * float(penalty)))).real
-                errors[i] += float(((prediction - ys[valid]) ** 2).sum())
-        errors /= n
+                squared[i, valid.cpu()] = ((prediction - ys[valid]) ** 2).to(torch.float64).cpu()
+        errors, standard_errors = squared.mean(dim=1), squared.std(dim=1) / math.sqrt(n)
         for i, penalty in enumerate(penalties):
             table.append({"period": float("nan") if period is None else period, "penalty": float(penalty),
                           "cv_mse": float(errors[i])})
-            if best is None or float(errors[i]) < best[0]:
-                best = (float(errors[i]), float(penalty), period)
-    cv_mse, penalty, period = best
-    features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False,
+            candidates.append((float(errors[i]), float(standard_errors[i]), float(penalty), period))
+    best = min(candidates, key=lambda c: c[0])  # the first of equal minima
+
+    def residual(penalty: float, period: float | None) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """The smoother's spectrum, 1 − s = nλ/(e + nλ) (no cancellation at s ≈ 1), RSS and n − tr S."""
+        features = FourierPolynomialFeatures(X.shape[1], num_basis, feature_map, period, quantized=False,
                                              normalize=normalize)
-    eigenvalues, eigenvectors = _krr_spectral(features.kernel(Xs, Xs))
-    shrink = eigenvalues / (eigenvalues + n * penalty)
-    fitted = (eigenvectors @ (shrink * (eigenvectors.mH @ ys.to(eigenvectors.dtype)))).real
-    dof = float(shrink.sum())
-    noise = float(((ys - fitted) ** 2).sum()) / max(n - dof, 1.0)
+        eigenvalues, eigenvectors = _krr_spectral(features.kernel(Xs, Xs))
+        complement = (n * penalty / (eigenvalues + n * penalty)).to(eigenvectors.dtype)
+        rss = float(((eigenvectors @ (complement * (eigenvectors.mH @ ys.to(eigenvectors.dtype)))).real ** 2).sum())
+        return eigenvectors, complement, rss, float(complement.real.sum())
+
+    eigenvectors, complement, rss, residual_dof = residual(best[2], best[3])
+    if residual_dof < 1.0:
+        # The fit interpolates the subsample. With many inputs the isotropic product kernel is nearly diagonal:
+        # no λ then predicts measurably better than another, the CV MSE is flat in λ, and its minimum falls on
+        # the smallest λ — a choice the data do not support, under which a CPD fit with more weights than rows
+        # interpolates too. Resolve the plateau by the one-standard-error rule (Hastie, Tibshirani & Friedman,
+        # The Elements of Statistical Learning, §7.10): the largest λ whose CV MSE is within one standard error
+        # of the minimum (at its best period). A fit that does not interpolate keeps the minimum.
+        within = [c for c in candidates if c[0] <= best[0] + best[1]]
+        largest = max(c[2] for c in within)
+        best = min((c for c in within if c[2] == largest), key=lambda c: c[0])
+        eigenvectors, complement, rss, residual_dof = residual(best[2], best[3])
+    cv_mse, _, penalty, period = best
+    if residual_dof < 1.0:
+        # still interpolating: RSS/(n − tr S) would be round-off over round-off. For white noise
+        # E‖(I − Re S)ε‖² = σ² ‖I − Re S‖_F², a denominator that stays positive
+        residual_operator = ((eigenvectors * complement) @ eigenvectors.mH).real
+        residual_dof = float((residual_operator ** 2).sum())
+    noise = rss / residual_dof if residual_dof > 0 else cv_mse
     return KRRSelection(penalty, period, cv_mse, noise, n, table)
 
 
@@ -196,6 +221,11 @@ class QTKM(CPDModelBase):
         Folds of the cross-validation (the paper uses 3).
     penalty_grid, period_grid : sequence of float, optional
         Cross-validation grids (default: the paper's, ``DEFAULT_PENALTY_GRID`` and ``DEFAULT_PERIOD_GRID``).
+    out_of_box : {"clip", "raise"}
+        Fourier features: queries beyond the prediction box — the training range [−0.5, 0.5] extended by half the
+        way to ±P/2, where the period would wrap around (see :meth:`input_box`) — are clipped to its edge with one
+        :class:`~tnbayes.selection.OutOfBoxWarning` (default), or refused with a ``ValueError``. Polynomial
+        features predict anywhere.
     chunk_size : int, optional
         Rows per chunk of the normal-equation accumulation.
     seed : int
@@ -237,7 +267,8 @@ class QTKM(CPDModelBase):
     **Uncertainty.** With λ read as σ²/σ_w², the objective is a Gaussian-prior negative log posterior and the
     same Laplace-type conditional-core posteriors as T-KRR give the predictive variance (for complex
     weights the real part's variance, see :func:`~tnbayes.inference.conditional_core_variance`). The noise
-    variance is the larger of the exact KRR's and the CPD fit's residual estimate.
+    variance is the larger of the exact KRR's and the CPD fit's residual estimate, and at least
+    ``tnbayes.models._cpd_base.NOISE_LOWER_BOUND`` (a constant target leaves no residual).
 
     **Out-of-core and data-parallel fits** work as for :class:`~tnbayes.CPDKernelMachine` (the CV runs on the
     first pass's subsample).
@@ -254,7 +285,8 @@ class QTKM(CPDModelBase):
                  max_sweeps: int = 20,
                  tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000, cv_folds: int = 3,
                  penalty_grid: Sequence[float] | None = None, period_grid: Sequence[float] | None = None,
-                 chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
+                 out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, distributed: bool = False,
+                 normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -274,6 +306,7 @@ class QTKM(CPDModelBase):
         self.cv_folds = cv_folds
         self.penalty_grid = penalty_grid
         self.period_grid = period_grid
+        self.out_of_box = out_of_box
         self.chunk_size = chunk_size
         self.seed = seed
         self.distributed = distributed
@@ -289,6 +322,7 @@ class QTKM(CPDModelBase):
             raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
+        check_out_of_box_policy(self.out_of_box)
         if self.period is not None and (not math.isfinite(float(self.period)) or float(self.period) < 1.0):
             raise ValueError(f"period must be a number >= 1 (inputs are scaled to [-0.5, 0.5], so P < 1 would wrap "
                              f"the training data around; P = 1 identifies the two ends); got {self.period!r}.")
@@ -334,6 +368,15 @@ class QTKM(CPDModelBase):
         self.penalty_ = float(penalty)
         self.period_ = None if self.feature_map == "polynomial" else float(period)
         self._given_or_estimated_noise = reference
+
+    _out_of_box_remedy = "refit with a longer period"
+
+    def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Fourier features: one period [−P/2, P/2] around the centre of the [−0.5, 0.5] scale; polynomials: None."""
+        if self.period_ is None:
+            return None
+        half = 0.5 * float(self.period_) * torch.ones(int(self.n_dims_), dtype=self.dtype_, device=self.device_)
+        return -half, half
 
     def _features(self) -> FourierPolynomialFeatures:
         return FourierPolynomialFeatures(int(self.n_dims_), int(self.num_basis), self.feature_map, self.period_,

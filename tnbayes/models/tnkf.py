@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,17 @@ import gpytorch
 import torch
 
 from tnbayes._validation import available_memory_bytes
+from tnbayes.inference.budget import (
+    TNKF_RANK_LADDER,
+    BudgetPlan,
+    BudgetWarning,
+    check_time_budget,
+    filter_budget,
+    format_seconds,
+    plan_within_budget,
+    single_torch_thread,
+    tnkf_seconds_per_row,
+)
 from tnbayes.inference.kalman import TRUNCATED_QUANTITIES, TTKalmanFilter, Truncation
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
@@ -117,7 +129,9 @@ class TNKF(BaseModel):
     truncation : dict, optional
         Quantity → ``tol`` or ``(tol, max_rank)`` for ``"row"`` (each compressed kernel row),
         ``"innovation"`` (``Lᵀc``), ``"gain"`` (``P c``), ``"mean"`` (α) and ``"covariance"`` (L).
-        Missing keys take :data:`DEFAULT_TRUNCATION`; ``{q: 0 for q in …}`` runs the exact filter.
+        Missing keys take :data:`DEFAULT_TRUNCATION`, except that with ``time_budget`` the maximum ranks of
+        missing ``"covariance"``, ``"gain"`` and ``"innovation"`` keys come from the budget; ``{q: 0 for q in …}``
+        runs the exact filter.
     round_relative_to : {"update", "state"}
         Tolerances of the mean and the covariance root are relative to the change each row makes
         (default) or, as in the paper, to the whole updated quantity — which at large N rounds most
@@ -128,8 +142,19 @@ class TNKF(BaseModel):
         because every kernel row touches every entry).
     stop_tol : float
     patience : int
-    max_rows : int, optional
-        Process at most this many rows.
+    max_rows : int, "auto" or None
+        Process at most this many rows; None: all. ``"auto"`` (default): all, or with ``time_budget`` as many as
+        the budget allows (at least :data:`~tnbayes.inference.budget.MIN_ROWS`), streamed in a random order
+        when ``stream_order="auto"``.
+    time_budget : float or None
+        Seconds the fit should take (default 60). The settings not given — the covariance, gain and innovation
+        rank caps and ``max_rows`` — are chosen by a cost model of the seconds per row
+        (:mod:`tnbayes.inference.budget`): the largest caps of
+        :data:`~tnbayes.inference.budget.TNKF_RANK_LADDER` that stream every row within the budget (a quarter of
+        it is kept for estimating missing hyper-parameters), else the smallest caps on fewer rows. A budget that
+        even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings
+        to pass. None: no budget (the :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget
+        the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     order : {"auto", "given", "sorted", "pca", "tree"}
         Order of α's entries, i.e. of the columns of every kernel row before it is tensorised.
         ``"sorted"`` sorts 1-D inputs; ``"pca"`` sorts by the first principal component; ``"tree"``
@@ -186,6 +211,15 @@ class TNKF(BaseModel):
     max_ranks_ : dict
         Largest TT rank of each quantity seen during the fit.
     fit_seconds_per_row_ : float
+    budget_ : dict
+        What the time budget chose and why: ``time_budget``, ``filter_budget`` (the seconds the filter planned
+        with), ``settings`` (``covariance_rank``, ``gain_rank``, ``innovation_rank``, ``max_rows``), ``chosen``
+        (those the budget filled in), ``rows``, ``num_rows``, ``predicted_seconds_per_row``,
+        ``predicted_seconds``, ``within_budget``, ``default_settings`` and ``default_seconds`` (the first
+        candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), and after the
+        fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured).
+    truncation_ : dict
+        Quantity → ``(tol, max_rank)`` the filter used (``truncation``, the defaults and the budget's caps).
 
     Notes
     -----
@@ -220,7 +254,8 @@ class TNKF(BaseModel):
                  forgetting_factor: float = 1.0, bias: float | str = "mean", constraint_row: bool = False,
                  truncation: Mapping[str, Any] | None = None, round_relative_to: str = "update", early_stopping: bool = False, stop_tol: float = 1e-4,
                  patience: int = 200,
-                 max_rows: int | None = None, order: str = "auto", stream_order: str = "auto",
+                 max_rows: int | str | None = "auto", time_budget: float | None = 60.0, order: str = "auto",
+                 stream_order: str = "auto",
                  max_factor: int = 16, mode_size: int = 8,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -242,6 +277,7 @@ class TNKF(BaseModel):
         self.stop_tol = stop_tol
         self.patience = patience
         self.max_rows = max_rows
+        self.time_budget = time_budget
         self.order = order
         self.stream_order = stream_order
         self.max_factor = max_factor
@@ -282,8 +318,10 @@ class TNKF(BaseModel):
             raise ValueError("patience must be >= 1 and stop_tol >= 0.")
         if int(self.mode_size) < 1 or int(self.max_factor) < 2:
             raise ValueError(f"mode_size must be >= 1 and max_factor >= 2; got {self.mode_size}, {self.max_factor}.")
-        if self.max_rows is not None and int(self.max_rows) < 1:
-            raise ValueError(f"max_rows must be >= 1; got {self.max_rows}.")
+        if self.max_rows is not None and self.max_rows != "auto" and (
+                isinstance(self.max_rows, (bool, str)) or int(self.max_rows) != self.max_rows or self.max_rows < 1):
+            raise ValueError(f"max_rows must be a positive integer, 'auto' or None; got {self.max_rows!r}.")
+        check_time_budget(self.time_budget)
         self._truncation_rules()
 
     # ------------------------------------------------------------------ kernel
@@ -367,10 +405,128 @@ class TNKF(BaseModel):
             raise MemoryError(f"A covariance square root of TT rank {rank} over modes {self.tt_shape_} needs "
                               f"about {needed / 2**30:.1f} GiB; lower truncation['covariance'] max_rank.")
 
+    # ------------------------------------------------------------------ time budget
+    _BUDGETED = ("covariance", "gain", "innovation")
+
+    def _sample_row_ranks(self, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
+                          rule: Truncation, num_rows: int = 4) -> list[int]:
+        """Largest bond ranks (d − 1) of a few compressed kernel rows, the row ranks of the cost model."""
+        generator = torch.Generator().manual_seed(int(self.seed))
+        picked = torch.randperm(X.shape[0], generator=generator)[:num_rows].to(X.device)
+        rows = torch.zeros(picked.numel(), self.n_padded_, dtype=self.dtype_, device=self.device_)
+        rows[:, : X.shape[0]] = self.kernel_matrix(X[picked], X_ordered)
+        rows[torch.arange(picked.numel()), position[picked]] += self.regularization_
+        ranks = [TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank).ranks[1:-1]
+                 for row in rows]
+        return [max(r[k] for r in ranks) for k in range(len(self.tt_shape_) - 1)]
+
+    def _plan_budget(self, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
+                     rules: dict[str, Truncation]) -> tuple[dict[str, Truncation], int]:
+        """Rank caps and rows within ``time_budget``; sets ``budget_``, reports the choice, warns when over.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n, D)
+            Scaled training inputs.
+        X_ordered : torch.Tensor of shape (n, D)
+            The same in α's order.
+        position : torch.Tensor of shape (n,)
+            Entry of α of each training input.
+        rules : dict
+            The truncations from the parameters (:meth:`_truncation_rules`).
+
+        Returns
+        -------
+        rules : dict
+            With the budget's maximum ranks for the quantities not in ``truncation``.
+        rows : int
+            Rows to stream.
+        """
+        n = X.shape[0]
+        given = set(self.truncation or {})
+        budgeted = [q for q in self._BUDGETED if q not in given] if self.time_budget is not None else []
+        ladder = TNKF_RANK_LADDER if budgeted else TNKF_RANK_LADDER[:1]
+        candidates: list[dict[str, int | None]] = []
+        for covariance, gain in ladder:
+            caps = {"covariance": covariance, "gain": gain, "innovation": gain}
+            candidate = {f"{q}_rank": caps[q] if q in budgeted else rules[q].max_rank for q in self._BUDGETED}
+            if candidate not in candidates:
+                candidates.append(candidate)
+        row_ranks = self._sample_row_ranks(X, X_ordered, position, rules["row"])
+        mean_rank = rules["mean"].max_rank
+
+        def seconds_per_row(candidate: Mapping[str, Any]) -> float:
+            return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
+                                        candidate["innovation_rank"], row_ranks, mean_rank)
+
+        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given")
+        max_rows = None if self.max_rows == "auto" else n if self.max_rows is None else int(self.max_rows)
+        plan = plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=max_rows,
+                                  chosen=[f"{q}_rank" for q in budgeted])
+        rules = dict(rules)
+        for q in budgeted:
+            rules[q] = Truncation(rules[q].tol, plan.settings[f"{q}_rank"])
+        self.budget_ = {"time_budget": None if self.time_budget is None else float(self.time_budget), **plan.as_dict()}
+        self.budget_["settings"]["max_rows"] = plan.rows
+        self._report_plan(plan)
+        return rules, plan.rows
+
+    def _caps_text(self, settings: Mapping[str, Any]) -> str:
+        """``"16/8/8"``: the covariance/gain/innovation rank caps of ``settings`` (∞: none)."""
+        return "/".join("∞" if settings[f"{q}_rank"] is None else str(settings[f"{q}_rank"]) for q in self._BUDGETED)
+
+    def _report_plan(self, plan: BudgetPlan) -> None:
+        """Say what the budget chose and why (``fit_report_``, printed with ``verbose``); warn when over it."""
+        caps = f"covariance/gain/innovation TT rank caps {self._caps_text(plan.settings)}"
+        rows = f"all {plan.rows} rows" if plan.rows == plan.num_rows else f"{plan.rows} of {plan.num_rows} rows"
+        predicted = format_seconds(plan.predicted_seconds)
+        if self.time_budget is None:
+            self._report(f"no time budget: {caps} on {rows}, predicted {predicted}.")
+            return
+        head = (f"time budget {format_seconds(float(self.time_budget))} ({format_seconds(plan.budget_seconds)} for "
+                f"the filter): {caps} on {rows}, predicted {predicted}")
+        if plan.within_budget and plan.candidates_tried == 1:
+            self._report(head + " (the default caps fit).")
+            return
+        default = (f"the default caps {self._caps_text(plan.first_settings)} would take "
+                   f"{format_seconds(plan.first_seconds)}")
+        if plan.within_budget:
+            self._report(f"{head}; {default}.")
+            return
+        self._report(f"{head}, over the budget; {default}.")
+        fitting_rows = max(1, int(plan.budget_seconds // plan.seconds_per_row))
+        truncation = {q: (DEFAULT_TRUNCATION[q][0], plan.settings[f"{q}_rank"]) for q in self._BUDGETED}
+        larger = math.ceil(float(self.time_budget) * plan.predicted_seconds / plan.budget_seconds)
+        warnings.warn(
+            f"TNKF: even {caps} on {rows} are predicted to take {predicted}, over the "
+            f"{format_seconds(plan.budget_seconds)} that time_budget={float(self.time_budget):g} leaves the filter. "
+            f"Pass max_rows={fitting_rows} (predicted {format_seconds(fitting_rows * plan.seconds_per_row)}) with "
+            f"truncation={truncation}, or a larger budget such as time_budget={larger}, or time_budget=None for "
+            f"the default settings on every row.", BudgetWarning, stacklevel=5)
+
+    def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
+                       fit_seconds: float) -> None:
+        """Add the measured seconds to ``budget_`` and report them; warn when estimating hyper-parameters alone
+        took more than half the budget (which no filter setting can save)."""
+        self.budget_.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
+                            seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
+        self._report(f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
+                     f"{format_seconds(self.budget_['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of "
+                     f"which {format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
+        if (self.time_budget is not None and self.hyperparameter_source_ != "given"
+                and hyperparameter_seconds > 0.5 * float(self.time_budget)):
+            warnings.warn(
+                f"TNKF: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
+                f"time_budget={float(self.time_budget):g} s; pass a smaller hyper_max_points (now "
+                f"{int(self.hyper_max_points)}) or lengthscale, measurement_noise and prior_variance.",
+                BudgetWarning, stacklevel=4)
+
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        fit_start = time.perf_counter()
         self._validate_params()
         rules = self._truncation_rules()
         self._resolve_hyperparameters(X, y)
+        hyperparameter_seconds = time.perf_counter() - fit_start
         self.kernel_module_ = self._make_kernel_module(X.shape[1])
         self.prior_variance_ = (float(self.prior_variance) if self.prior_variance is not None
                                 else self._default_prior_variance(X))
@@ -383,7 +539,9 @@ class TNKF(BaseModel):
         self.train_inputs_ = X_ordered
         position = torch.empty_like(order)  # entry of α that belongs to training input i
         position[order] = torch.arange(n, device=order.device)
-        stream = self._stream(n, order, X.shape[1])
+        rules, limit = self._plan_budget(X, X_ordered, position, rules)
+        self.truncation_ = {q: (rule.tol, rule.max_rank) for q, rule in rules.items()}
+        stream = self._stream(n, order, X.shape[1], subsample=limit < n and self.max_rows == "auto")
         self.stream_order_ = stream
         self.bias_ = float(y.mean()) if self.bias == "mean" else float(self.bias)
         targets = (y[stream] - self.bias_).to(torch.float64).cpu()
@@ -392,42 +550,45 @@ class TNKF(BaseModel):
                                 forgetting_factor=float(self.forgetting_factor),
                                 round_relative_to=self.round_relative_to, dtype=self.dtype_,
                                 device=self.device_)
-        limit = n if self.max_rows is None else min(n, int(self.max_rows))
         block = self._block_rows(n)
         max_ranks = {q: 1 for q in ("row", "mean", "covariance")}
         progress = None
         if self.verbose:
             from tqdm.auto import tqdm
             progress = tqdm(total=limit, desc="TNKF rows")
-        start = time.perf_counter()
-        stopped = False
-        row_rule = rules["row"]
-        if self.constraint_row:
-            ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
-            ones[:n] = 1.0
-            kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
-        for first in range(0, limit, block):
-            last = min(first + block, limit)
-            rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
-            streamed = stream[first:last]
-            rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
-            rows[torch.arange(last - first), position[streamed]] += self.regularization_
-            for i in range(last - first):
-                row = TTVector.from_dense(rows[i], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
-                kalman.update(row, float(targets[first + i]), self.measurement_noise_)
-                max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
-                max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
-                max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
-                if self.early_stopping and self._should_stop(kalman.covariance_trace_history):
-                    stopped = True
+        with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
+            start = time.perf_counter()
+            stopped = False
+            row_rule = rules["row"]
+            if self.constraint_row:
+                ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
+                ones[:n] = 1.0
+                kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
+            for first in range(0, limit, block):
+                last = min(first + block, limit)
+                rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
+                streamed = stream[first:last]
+                rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
+                rows[torch.arange(last - first), position[streamed]] += self.regularization_
+                for i in range(last - first):
+                    row = TTVector.from_dense(rows[i], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                    kalman.update(row, float(targets[first + i]), self.measurement_noise_)
+                    max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
+                    max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
+                    max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
+                    if self.early_stopping and self._should_stop(kalman.covariance_trace_history):
+                        stopped = True
+                        break
+                if progress is not None:
+                    progress.update(last - first)
+                if stopped:
                     break
             if progress is not None:
-                progress.update(last - first)
-            if stopped:
-                break
-        if progress is not None:
-            progress.close()
-        self.fit_seconds_per_row_ = (time.perf_counter() - start) / max(kalman.num_updates, 1)
+                progress.close()
+        filter_seconds = time.perf_counter() - start
+        self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
+        self._record_budget(hyperparameter_seconds, filter_seconds, kalman.num_updates,
+                            time.perf_counter() - fit_start)
         self.rows_processed_ = int(kalman.num_updates)
         self.stopped_early_ = bool(stopped)
         self.covariance_trace_history_ = list(kalman.covariance_trace_history)
@@ -435,11 +596,12 @@ class TNKF(BaseModel):
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
         self.noise_variance_ = self.measurement_noise_
 
-    def _stream(self, n: int, order: torch.Tensor, num_dims: int) -> torch.Tensor:
-        """Training-input indices in the order their rows are streamed (see ``stream_order``)."""
+    def _stream(self, n: int, order: torch.Tensor, num_dims: int, subsample: bool = False) -> torch.Tensor:
+        """Training-input indices in the order their rows are streamed (see ``stream_order``); ``subsample``: the
+        budget streams only the first rows, so ``"auto"`` means a random order."""
         stream_order = self.stream_order
         if stream_order == "auto":
-            stream_order = "index" if num_dims == 1 else "given"
+            stream_order = "random" if subsample else "index" if num_dims == 1 else "given"
         if stream_order == "index":
             return order
         if stream_order == "random":
@@ -466,7 +628,8 @@ class TNKF(BaseModel):
     def posterior_cov_tt_(self) -> TTMatrix:
         """P = L Lᵀ as a TT-matrix (rounded with the covariance truncation)."""
         self._check_fitted("posterior_cov_tt_")
-        rule = self._truncation_rules()["covariance"]
+        rule = Truncation.parse(self.truncation_["covariance"]) if hasattr(self, "truncation_") \
+            else self._truncation_rules()["covariance"]
         L = self.posterior_cov_sqrt_tt_
         return L.matmul(L.T).round(rule.tol, rule.max_rank)
 

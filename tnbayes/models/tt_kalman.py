@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
+from collections.abc import Mapping
 from typing import Any
 import torch
 
@@ -42,8 +44,23 @@ from tnbayes.basis import (
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.inference.als import StreamedRows
+from tnbayes.inference.budget import (
+    BATCH_SIZE_SAVING,
+    TT_KALMAN_BATCH_SIZES,
+    TT_KALMAN_MAX_NUM_BASIS,
+    TT_KALMAN_RANK_LADDER,
+    BudgetPlan,
+    BudgetWarning,
+    check_time_budget,
+    filter_budget,
+    format_seconds,
+    plan_within_budget,
+    single_torch_thread,
+    tt_kalman_seconds_per_row,
+)
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
+from tnbayes.selection.input_box import check_out_of_box_policy
 from tnbayes.tensors.tt import TTMatrix, TTVector, _block_sum, _round_cores, randomized_round_sum
 
 __all__ = ["TTKalmanGP", "kalman_batch_update"]
@@ -227,16 +244,20 @@ class TTKalmanGP(BaseModel):
         Fix a hyper-parameter (standardised scale) instead of estimating it.
     mean_constant : float
         c, the constant mean on the standardised scale (default 0: y is centred).
-    batch_size : int
-        Rows per Kalman update (a rank-B measurement block).
+    batch_size : int or "auto"
+        Rows per Kalman update (a rank-B measurement block). ``"auto"`` (default): 8, or with ``time_budget`` the
+        size in :data:`~tnbayes.inference.budget.TT_KALMAN_BATCH_SIZES` with the lowest predicted cost per row
+        when it is predicted to save at least :data:`~tnbayes.inference.budget.BATCH_SIZE_SAVING` of it.
     tol : float
         Relative TT-rounding tolerance after every update (0: exact up to round-off; ranks then grow to
         the full ones).
-    max_rank : int, optional
-        Cap of the TT ranks of the mean and of the covariance correction C after rounding (default 10; the
-        root L = L₀ − C then has rank ≤ max_rank + 1). ``None``: only ``tol`` truncates (exact when 0;
-        ranks then grow with the data and the cost with their cube). Truncation error shrinks with the cap —
-        see ``benchmarks/results/tt_kalman_cost.md`` for the cost and the tests for the accuracy.
+    max_rank : int, "auto" or None
+        Cap of the TT ranks of the mean and of the covariance correction C after rounding (the root
+        L = L₀ − C then has rank ≤ max_rank + 1). ``"auto"`` (default): 10, or with ``time_budget`` the largest
+        cap of :data:`~tnbayes.inference.budget.TT_KALMAN_RANK_LADDER` that fits. ``None``: only ``tol``
+        truncates (exact when 0; ranks then grow with the data and the cost with their cube). Truncation
+        error shrinks with the cap — see ``benchmarks/results/tt_kalman_cost.md`` for the cost and the tests for
+        the accuracy.
     forgetting : float
         λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
     early_stopping_tol : float, optional
@@ -244,18 +265,33 @@ class TTKalmanGP(BaseModel):
         batches so far, ``patience`` batches in a row (the posterior then conditions on the rows seen so far;
         ``rows_used_`` says how many).
     patience : int
-    max_num_basis : int
-        Upper limit of the automatic M (default 8: the cost per row grows about as M², and for D ≥ 6 the
-        lengthscale rule often asks for more than is affordable; an ``ApproximationWarning`` then says so).
+    max_num_basis : int or "auto"
+        Upper limit of the automatic M (when the lengthscale rule asks for more than the limit, an
+        ``ApproximationWarning`` says so). ``"auto"`` (default): 8, or with ``time_budget`` the largest M up to
+        :data:`~tnbayes.inference.budget.TT_KALMAN_MAX_NUM_BASIS` that fits (never below 8 or above the rule's M).
+    max_rows : int, "auto" or None
+        Filter at most this many rows (the first of the random row order; for a chunk source, of the chunks in
+        their order); None: all. ``"auto"`` (default): all, or with ``time_budget`` as many as the budget allows
+        (at least :data:`~tnbayes.inference.budget.MIN_ROWS`).
+    time_budget : float or None
+        Seconds the fit should take (default 60). The settings not given — ``max_rank``, ``max_num_basis``,
+        ``batch_size``, ``max_rows`` — are chosen by a cost model of the seconds per row
+        (:mod:`tnbayes.inference.budget`): the rule's M (up to the ceiling) and the largest rank cap of the
+        ladder that filter every row within the budget (a quarter of it is kept for estimating missing
+        hyper-parameters), else M = 8 and the largest cap that does, else fewer rows at rank 6 and M = 8. A
+        budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
+        the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With or without
+        a budget the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit.
     seed : int
         Seed of the subsample and of the row order (rows are filtered in a random order; for a chunk source,
         ``fit(tnbayes.data.ChunkedData)``, the chunks are filtered in their order, each one shuffled: a
         single pass, one chunk in memory).
-    out_of_box : {"raise", "clip"}
-        Inputs outside the Hilbert box at prediction time raise a ``ValueError`` (default) or are clipped to
-        the training range per input (constant extrapolation), as in :class:`~tnbayes.HilbertGP`.
+    out_of_box : {"clip", "raise"}
+        Test inputs beyond the prediction box (the training range plus half the Hilbert box's margin, see
+        :meth:`input_box`) are clipped to its edge with one :class:`~tnbayes.selection.OutOfBoxWarning` that
+        counts them (default), or refused with a ``ValueError``.
     normalize_y, dtype, device, verbose : see :class:`~tnbayes.models.base.BaseModel`
 
     Attributes
@@ -274,8 +310,16 @@ class TTKalmanGP(BaseModel):
         tr(P) after every batch.
     rows_used_ : int
     seconds_per_row_ : float
-    input_range_ : torch.Tensor of shape (2, D)
-        Smallest and largest training input per column (standardised), the clipping range.
+    max_rank_, batch_size_ : int or None
+        The rank cap and batch size the filter used (given or chosen by the budget).
+    budget_ : dict
+        What the time budget chose and why: ``time_budget``, ``filter_budget`` (the seconds the filter planned
+        with), ``settings`` (``max_rank``, ``num_basis``, ``batch_size``, ``max_rows``), ``chosen`` (those the
+        budget filled in), ``rule_num_basis`` (the lengthscale rule's M), ``rows``, ``num_rows``,
+        ``predicted_seconds_per_row``, ``predicted_seconds``, ``within_budget``, ``default_settings`` and
+        ``default_seconds`` (the first candidate over every row), ``ladder`` (every candidate with its predicted
+        seconds per row), and after the fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row``
+        and ``fit_seconds`` (measured).
     """
 
     input_scaling = "standard"
@@ -285,9 +329,11 @@ class TTKalmanGP(BaseModel):
     def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
                  c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
-                 batch_size: int = 8, tol: float = 1e-8, max_rank: int | None = 10, forgetting: float = 1.0,
-                 early_stopping_tol: float | None = None, patience: int = 5, max_num_basis: int = 8,
-                 hyper_max_points: int = 1000, seed: int = 0, out_of_box: str = "raise", normalize_y: bool = True,
+                 batch_size: int | str = "auto", tol: float = 1e-8, max_rank: int | str | None = "auto",
+                 forgetting: float = 1.0, early_stopping_tol: float | None = None, patience: int = 5,
+                 max_num_basis: int | str = "auto", max_rows: int | str | None = "auto",
+                 time_budget: float | None = 60.0,
+                 hyper_max_points: int = 1000, seed: int = 0, out_of_box: str = "clip", normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -307,22 +353,28 @@ class TTKalmanGP(BaseModel):
         self.early_stopping_tol = early_stopping_tol
         self.patience = patience
         self.max_num_basis = max_num_basis
+        self.max_rows = max_rows
+        self.time_budget = time_budget
         self.hyper_max_points = hyper_max_points
         self.seed = seed
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
         resolve_kernel(self.kernel, self.nu)
-        if self.out_of_box not in ("raise", "clip"):
-            raise ValueError(f"out_of_box must be 'raise' or 'clip'; got {self.out_of_box!r}.")
-        for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points"):
+        check_out_of_box_policy(self.out_of_box)
+        for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points", "max_rows"):
             value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < 1:
+            if (value == "auto" and name in ("batch_size", "max_num_basis", "max_rows")) or (
+                    value is None and name == "max_rows"):
+                continue
+            if isinstance(value, (bool, str)) or int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or self.num_basis < 1):
             raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")
-        if self.max_rank is not None and (int(self.max_rank) != self.max_rank or self.max_rank < 1):
-            raise ValueError(f"max_rank must be a positive integer or None; got {self.max_rank!r}.")
+        if self.max_rank is not None and self.max_rank != "auto" and (
+                isinstance(self.max_rank, (bool, str)) or int(self.max_rank) != self.max_rank or self.max_rank < 1):
+            raise ValueError(f"max_rank must be a positive integer, 'auto' or None; got {self.max_rank!r}.")
+        check_time_budget(self.time_budget)
         if not math.isfinite(float(self.tol)) or self.tol < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
         if not 0.0 < float(self.forgetting) <= 1.0:
@@ -354,7 +406,7 @@ class TTKalmanGP(BaseModel):
         noise = float(self.noise_variance) if self.noise_variance is not None else float(estimated.noise_variance)
         return ls, outputscale, noise
 
-    def _make_basis(self, X: torch.Tensor, lengthscale: torch.Tensor) -> HilbertBasis:
+    def _make_basis(self, X: torch.Tensor, lengthscale: torch.Tensor, num_rows: int) -> HilbertBasis:
         D = X.shape[1]
         center, half_range = data_center_and_half_range(X, allow_constant=True)
         half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
@@ -362,7 +414,7 @@ class TTKalmanGP(BaseModel):
         try:
             c_rule, m_rule = accurate_hilbert_parameters(lengthscale, half_range.to(torch.float64), name)
         except ValueError:  # no published rule (Matérn-1/2)
-            c_rule, m_rule = torch.full((D,), 2.0, dtype=torch.float64), int(self.max_num_basis)
+            c_rule, m_rule = torch.full((D,), 2.0, dtype=torch.float64), self._num_basis_cap()
         if self.c is not None:
             c = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1)
             if c.numel() not in (1, D) or bool((c < 1).any()):
@@ -370,13 +422,126 @@ class TTKalmanGP(BaseModel):
             c = c.expand(D).clone()
         else:
             c = c_rule
-        M = int(self.num_basis) if self.num_basis is not None else min(int(m_rule), int(self.max_num_basis))
+        M = self._plan_budget(int(m_rule), D, num_rows)
         basis = HilbertBasis(M, L=(c * half_range.to(torch.float64).cpu()).tolist(), center=center.tolist(),
                              num_dims=D)
         if name in ("se", "matern32", "matern52"):
             check_hilbert_approximation(lengthscale.tolist(), basis.L.tolist(), M, name,
                                         half_range=half_range.tolist(), stacklevel=5)
         return basis
+
+    # ------------------------------------------------------------------ time budget
+    def _num_basis_cap(self) -> int:
+        """Largest automatic M: ``max_num_basis``; for ``"auto"`` 8, or with a time budget
+        :data:`~tnbayes.inference.budget.TT_KALMAN_MAX_NUM_BASIS`."""
+        if self.max_num_basis != "auto":
+            return int(self.max_num_basis)
+        return TT_KALMAN_MAX_NUM_BASIS if self.time_budget is not None else 8
+
+    def _plan_budget(self, rule_num_basis: int, num_dims: int, num_rows: int) -> int:
+        """M, rank cap, batch size and rows within ``time_budget``; sets ``budget_``, ``max_rank_`` and
+        ``batch_size_``, reports the choice and warns when over the budget.
+
+        Parameters
+        ----------
+        rule_num_basis : int
+            M asked for by the lengthscale rule.
+        num_dims : int
+            D.
+        num_rows : int
+            Training rows n.
+
+        Returns
+        -------
+        int
+            M.
+        """
+        budgeted = self.time_budget is not None
+        chosen = [name for name in ("max_rank", "batch_size") if getattr(self, name) == "auto"] if budgeted else []
+        if self.num_basis is not None:
+            sizes = [int(self.num_basis)]
+        else:
+            top = min(int(rule_num_basis), self._num_basis_cap())
+            sizes = [top]
+            if budgeted and self.max_num_basis == "auto":
+                sizes += [8] if top > 8 else []
+                chosen.append("num_basis")
+        ranks = [self.max_rank] if self.max_rank != "auto" else list(TT_KALMAN_RANK_LADDER) if budgeted else [10]
+        batches = [int(self.batch_size)] if self.batch_size != "auto" else \
+            list(TT_KALMAN_BATCH_SIZES) if budgeted else [8]
+        candidates: list[dict[str, Any]] = []
+        for M in sizes:
+            for rank in ranks:
+                cost = {b: tt_kalman_seconds_per_row(num_dims, M, rank, b) for b in batches}
+                cheapest = min(batches, key=cost.get)  # the first size unless another is clearly cheaper
+                B = cheapest if cost[cheapest] < (1.0 - BATCH_SIZE_SAVING) * cost[batches[0]] else batches[0]
+                candidates.append({"max_rank": rank, "num_basis": M, "batch_size": B})
+
+        def seconds_per_row(candidate: Mapping[str, Any]) -> float:
+            return tt_kalman_seconds_per_row(num_dims, candidate["num_basis"], candidate["max_rank"],
+                                             candidate["batch_size"])
+
+        estimated = self.lengthscale is None or self.outputscale is None or self.noise_variance is None
+        budget = filter_budget(self.time_budget, estimated)
+        max_rows = None if self.max_rows == "auto" else num_rows if self.max_rows is None else int(self.max_rows)
+        plan = plan_within_budget(candidates, seconds_per_row, num_rows, budget, max_rows=max_rows, chosen=chosen)
+        self.max_rank_, self.batch_size_ = plan.settings["max_rank"], int(plan.settings["batch_size"])
+        self.budget_ = {"time_budget": None if self.time_budget is None else float(self.time_budget),
+                        "rule_num_basis": int(rule_num_basis), **plan.as_dict()}
+        self.budget_["settings"]["max_rows"] = plan.rows
+        self._report_plan(plan)
+        return int(plan.settings["num_basis"])
+
+    @staticmethod
+    def _settings_text(settings: Mapping[str, Any]) -> str:
+        return (f"M = {settings['num_basis']}, TT rank cap {settings['max_rank']}, "
+                f"batches of {settings['batch_size']}")
+
+    def _report_plan(self, plan: BudgetPlan) -> None:
+        """Say what the budget chose and why (``fit_report_``, printed with ``verbose``); warn when over it."""
+        chosen = self._settings_text(plan.settings)
+        rows = f"all {plan.rows} rows" if plan.rows == plan.num_rows else f"{plan.rows} of {plan.num_rows} rows"
+        predicted = format_seconds(plan.predicted_seconds)
+        if self.time_budget is None:
+            self._report(f"no time budget: {chosen} on {rows}, predicted {predicted}.")
+            return
+        head = (f"time budget {format_seconds(float(self.time_budget))} ({format_seconds(plan.budget_seconds)} for "
+                f"the filter): {chosen} on {rows}, predicted {predicted}")
+        if plan.within_budget and plan.candidates_tried == 1:
+            self._report(head + " (the first choice fits).")
+            return
+        default = f"{self._settings_text(plan.first_settings)} would take {format_seconds(plan.first_seconds)}"
+        if plan.within_budget:
+            self._report(f"{head}; {default}.")
+            return
+        self._report(f"{head}, over the budget; {default}.")
+        fitting_rows = max(1, int(plan.budget_seconds // plan.seconds_per_row))
+        settings = plan.settings
+        larger = math.ceil(float(self.time_budget) * plan.predicted_seconds / plan.budget_seconds)
+        warnings.warn(
+            f"TTKalmanGP: even {chosen} on {rows} are predicted to take {predicted}, over the "
+            f"{format_seconds(plan.budget_seconds)} that time_budget={float(self.time_budget):g} leaves the filter. "
+            f"Pass max_rows={fitting_rows} (predicted {format_seconds(fitting_rows * plan.seconds_per_row)}) with "
+            f"max_rank={settings['max_rank']}, max_num_basis={settings['num_basis']}, "
+            f"batch_size={settings['batch_size']}, or a larger budget such as time_budget={larger}, or "
+            f"time_budget=None for the default settings on every row.", BudgetWarning, stacklevel=6)
+
+    def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
+                       fit_seconds: float) -> None:
+        """Add the measured seconds to ``budget_`` and report them; warn when estimating hyper-parameters alone
+        took more than half the budget (which no filter setting can save)."""
+        self.budget_.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
+                            seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
+        self._report(f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
+                     f"{format_seconds(self.budget_['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of "
+                     f"which {format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
+        estimated = self.lengthscale is None or self.outputscale is None or self.noise_variance is None
+        if self.time_budget is not None and estimated and hyperparameter_seconds > 0.5 * float(self.time_budget):
+            warnings.warn(
+                f"TTKalmanGP: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
+                f"time_budget={float(self.time_budget):g} s; pass a smaller hyper_max_points (now "
+                f"{int(self.hyper_max_points)}) or lengthscale, outputscale and noise_variance.",
+                BudgetWarning, stacklevel=4)
 
     def _prior(self, D: int) -> tuple[TTVector, torch.Tensor]:
         """Zero mean and the diagonals (D, M) of the prior root L₀ = σ_f ⊗_d diag(√S_d)."""
@@ -387,61 +552,72 @@ class TTKalmanGP(BaseModel):
 
     def _fit(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, *,
              sample: tuple[torch.Tensor, torch.Tensor] | None = None, extremes: torch.Tensor | None = None) -> None:
+        fit_start = time.perf_counter()
         self._check_params()
         sample = (X, y) if sample is None else sample
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
-        self.input_range_ = torch.stack([extremes.min(0).values, extremes.max(0).values])
         self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(
             sample[0].to(torch.float64), sample[1].to(torch.float64))
+        hyperparameter_seconds = time.perf_counter() - fit_start
         self.mean_constant_ = float(self.mean_constant)
-        self.basis_ = self._make_basis(extremes, self.lengthscale_)
+        num_rows = X.num_rows if isinstance(X, StreamedRows) else int(X.shape[0])
+        self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows)
         self.num_basis_ = self.basis_.num_basis
         mean, prior_root = self._prior(D)
-        tol, max_rank = float(self.tol), self.max_rank
+        tol, max_rank = float(self.tol), self.max_rank_
         sketch_generator = torch.Generator().manual_seed(int(self.seed))
         correction: TTMatrix | None = None
         self.rank_history_, self.trace_history_ = [], []
         initial_trace = previous_trace = float((prior_root ** 2).sum(dim=1).prod())
         quiet, used = 0, 0
-        start = time.perf_counter()
-        for batch_X, batch_y in self._batches(X, y):
-            if self.forgetting < 1.0:  # P / λ: both parts of the root scale by 1/√λ
-                factor = 1.0 / math.sqrt(float(self.forgetting))
-                prior_root = prior_root * factor ** (1.0 / D)
-                correction = correction * factor if correction is not None else None
-            phi = self.basis_.eigenfunctions(batch_X)  # (D, B, M)
-            mean, correction = kalman_batch_update(mean, prior_root, correction, phi, batch_y - self.mean_constant_,
-                                                   self.noise_variance_, tol=tol, max_rank=max_rank,
-                                                   generator=sketch_generator)
-            used += batch_y.shape[0]
-            trace = float((_diagonal_root(prior_root) - correction).norm()) ** 2
-            self.rank_history_.append((max(mean.ranks), max(correction.ranks)))
-            self.trace_history_.append(trace)
-            if self.early_stopping_tol is not None:
-                gained = initial_trace - trace
-                small = previous_trace - trace < float(self.early_stopping_tol) * max(gained, 0.0)
-                quiet = quiet + 1 if small else 0
-                if quiet >= int(self.patience):
-                    break
-            previous_trace = trace
-        self.seconds_per_row_ = (time.perf_counter() - start) / max(used, 1)
+        with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
+            start = time.perf_counter()
+            for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
+                if self.forgetting < 1.0:  # P / λ: both parts of the root scale by 1/√λ
+                    factor = 1.0 / math.sqrt(float(self.forgetting))
+                    prior_root = prior_root * factor ** (1.0 / D)
+                    correction = correction * factor if correction is not None else None
+                phi = self.basis_.eigenfunctions(batch_X)  # (D, B, M)
+                mean, correction = kalman_batch_update(mean, prior_root, correction, phi,
+                                                       batch_y - self.mean_constant_, self.noise_variance_, tol=tol,
+                                                       max_rank=max_rank, generator=sketch_generator)
+                used += batch_y.shape[0]
+                trace = float((_diagonal_root(prior_root) - correction).norm()) ** 2
+                self.rank_history_.append((max(mean.ranks), max(correction.ranks)))
+                self.trace_history_.append(trace)
+                if self.early_stopping_tol is not None:
+                    gained = initial_trace - trace
+                    small = previous_trace - trace < float(self.early_stopping_tol) * max(gained, 0.0)
+                    quiet = quiet + 1 if small else 0
+                    if quiet >= int(self.patience):
+                        break
+                previous_trace = trace
+        filter_seconds = time.perf_counter() - start
+        self.seconds_per_row_ = filter_seconds / max(used, 1)
         self.rows_used_ = used
+        self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
         self.posterior_mean_tt_ = mean
         root = _diagonal_root(prior_root)
         self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
 
-    def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None):
+    def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, limit: int | None = None):
         """Mini-batches ``(X_b (B, D), y_b (B,))`` in float64, in a random order: a permutation of all rows for
-        tensors, of the rows of each chunk (chunk after chunk, one pass) for a streamed source."""
+        tensors, of the rows of each chunk (chunk after chunk, one pass) for a streamed source; at most ``limit``
+        rows in all."""
         generator = torch.Generator().manual_seed(int(self.seed))
-        B = int(self.batch_size)
+        B = int(self.batch_size_)
+        left = math.inf if limit is None else int(limit)
         chunks = X if isinstance(X, StreamedRows) else [(X, y)]
         for chunk_X, chunk_y in chunks:
             order = torch.randperm(chunk_X.shape[0], generator=generator).to(chunk_X.device)
             chunk_X, chunk_y = chunk_X.to(torch.float64)[order], chunk_y.to(torch.float64)[order]
             for first in range(0, chunk_X.shape[0], B):
-                yield chunk_X[first:first + B], chunk_y[first:first + B]
+                if left <= 0:
+                    return
+                last = min(first + int(min(B, left)), chunk_X.shape[0])
+                left -= last - first
+                yield chunk_X[first:last], chunk_y[first:last]
 
     # ------------------------------------------------------------------ the TT posterior
     def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
@@ -450,12 +626,9 @@ class TTKalmanGP(BaseModel):
         L = self.posterior_cov_sqrt_tt_
         return L.matmul(L.T).round(tol, max_rank)
 
-    def _scaled_inputs(self, X: Any) -> torch.Tensor:
-        Xs = super()._scaled_inputs(X)
-        if self.out_of_box == "clip":  # constant extrapolation beyond the training range
-            low, high = self.input_range_.to(Xs)
-            Xs = torch.maximum(torch.minimum(Xs, high), low)
-        return Xs
+    def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor]:
+        center, half_width = self.basis_.center, self.basis_.L
+        return center - half_width, center + half_width
 
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         out_dtype = X.dtype

@@ -1,0 +1,187 @@
+"""Time budgets of TNKF and TTKalmanGP: the cost model's choices, given settings kept, warnings, persistence."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.basis import ApproximationWarning
+from tnbayes.inference.budget import (
+    MIN_ROWS,
+    TNKF_RANK_LADDER,
+    BudgetWarning,
+    plan_within_budget,
+    tnkf_seconds_per_row,
+    tt_kalman_seconds_per_row,
+)
+
+#: hyper-parameters given, so that no marginal-likelihood fit runs and the whole budget goes to the filter
+TNKF_FIXED = dict(lengthscale=0.8, outputscale=1.0, measurement_noise=0.01, prior_variance=1.0)
+TT_FIXED = dict(lengthscale=2.0, outputscale=1.0, noise_variance=0.05, c=2.0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One torch thread, as the cost models were calibrated: the filters' many small linear-algebra calls gain
+    nothing from more, and lose much to a busy machine's other processes."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _data(n, D, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, D))
+    return X, np.sin(2 * X[:, 0]) * np.cos(X[:, -1]) + 0.1 * rng.standard_normal(n)
+
+
+def _quiet(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        warnings.simplefilter("ignore", ApproximationWarning)
+        return model.fit(X, y)
+
+
+def test_cost_models_grow_with_ranks_basis_size_inputs_and_state():
+    shape = [2, 5, 5, 5, 8]
+    costs = [tnkf_seconds_per_row(shape, cov, gain, gain) for cov, gain in TNKF_RANK_LADDER]
+    assert all(a > b for a, b in zip(costs, costs[1:]))  # the ladder gets cheaper at every step
+    assert tnkf_seconds_per_row([4, 5, 5, 5, 8], 16, 8, 8) > tnkf_seconds_per_row(shape, 16, 8, 8)
+    assert tnkf_seconds_per_row(shape, None, 8, 8) > tnkf_seconds_per_row(shape, 32, 8, 8)  # uncapped: the bounds
+    base = tt_kalman_seconds_per_row(8, 8, 6, 8)
+    assert tt_kalman_seconds_per_row(8, 8, 10, 8) > base
+    assert tt_kalman_seconds_per_row(8, 12, 6, 8) > base
+    assert tt_kalman_seconds_per_row(16, 8, 6, 8) > base
+    assert tt_kalman_seconds_per_row(8, 8, None, 8) > tt_kalman_seconds_per_row(8, 8, 10, 8)
+
+
+def test_plan_lowers_settings_before_rows_and_keeps_given_rows():
+    candidates = [{"rank": 3}, {"rank": 2}, {"rank": 1}]
+
+    def cost(candidate):
+        return float(candidate["rank"])
+
+    n = 1000
+    roomy = plan_within_budget(candidates, cost, n, 5000.0, chosen=["rank"])
+    assert roomy.settings == {"rank": 3} and roomy.rows == n and roomy.within_budget and roomy.chosen == ["rank"]
+    middle = plan_within_budget(candidates, cost, n, 2500.0, chosen=["rank"])
+    assert middle.settings == {"rank": 2} and middle.rows == n and middle.predicted_seconds == 2000.0
+    rows = plan_within_budget(candidates, cost, n, 500.0, chosen=["rank"])
+    assert rows.settings == {"rank": 1} and rows.rows == 500 and rows.within_budget and "max_rows" in rows.chosen
+    floor = plan_within_budget(candidates, cost, n, 10.0, chosen=["rank"])
+    assert floor.rows == MIN_ROWS and not floor.within_budget and floor.first_seconds == 3000.0
+    given = plan_within_budget(candidates, cost, n, 10.0, max_rows=5, chosen=["rank"])
+    assert given.rows == 5 and given.settings == {"rank": 2} and "max_rows" not in given.chosen
+    unbudgeted = plan_within_budget(candidates, cost, n, None)
+    assert unbudgeted.settings == {"rank": 3} and unbudgeted.rows == n and unbudgeted.within_budget
+
+
+def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
+    X, y = _data(64, 2)
+    kwargs = dict(TNKF_FIXED, max_rows=8)  # given: 8 rows whatever the budget (keeps the test fast)
+    unbudgeted = tnbayes.TNKF(time_budget=None, **kwargs).fit(X, y)
+    assert unbudgeted.budget_["settings"] == {"covariance_rank": 32, "gain_rank": 24, "innovation_rank": 24,
+                                              "max_rows": 8}
+    assert unbudgeted.budget_["chosen"] == [] and unbudgeted.rows_processed_ == 8
+    ladder = unbudgeted.budget_["ladder"]
+    assert [settings for settings, _ in ladder] == [{"covariance_rank": 32, "gain_rank": 24, "innovation_rank": 24}]
+    budgeted = tnbayes.TNKF(time_budget=1e9, **kwargs).fit(X, y)
+    ladder = budgeted.budget_["ladder"]  # every candidate of TNKF_RANK_LADDER with its predicted seconds per row
+    assert len(ladder) == len(TNKF_RANK_LADDER) and budgeted.budget_["settings"]["covariance_rank"] == 32
+    seconds = [cost for _, cost in ladder]
+    assert seconds == sorted(seconds, reverse=True) and len(set(seconds)) >= 3
+    caps = []
+    for cost in sorted(set(seconds), reverse=True):  # a budget for each distinct cost: the first candidate at it
+        model = _quiet(tnbayes.TNKF(time_budget=8 * cost * 1.001, **kwargs), X, y)
+        settings = model.budget_["settings"]
+        assert model.rows_processed_ == 8 and settings["max_rows"] == 8 and model.budget_["within_budget"]
+        assert model.budget_["predicted_seconds_per_row"] == pytest.approx(cost, rel=1e-6)
+        assert model.truncation_["covariance"][1] == settings["covariance_rank"]
+        caps.append((settings["covariance_rank"], settings["gain_rank"]))
+        assert model.budget_["filter_budget"] == pytest.approx(8 * cost * 1.001)  # nothing estimated
+    assert caps[0] == (32, 24) and caps[-1] == TNKF_RANK_LADDER[-1] and caps == sorted(caps, reverse=True)
+    # a given truncation keeps its cap (and a given plain tolerance its "no cap"); the others are budgeted
+    given = _quiet(tnbayes.TNKF(time_budget=1e-6, truncation={"covariance": (1e-4, 20), "innovation": 1e-3},
+                                **kwargs), X, y)
+    assert given.truncation_["covariance"] == (1e-4, 20) and given.truncation_["innovation"] == (1e-3, None)
+    assert given.truncation_["gain"][1] == TNKF_RANK_LADDER[-1][1]
+    assert given.budget_["chosen"] == ["gain_rank"] and given.rows_processed_ == 8
+
+
+def test_tnkf_unreachable_budget_warns_with_settings_and_streams_a_random_subset():
+    X, y = _data(300, 2)
+    with pytest.warns(BudgetWarning, match=r"predicted to take .* Pass max_rows=\d+ .*truncation=\{'covariance': "
+                                           r"\(0\.0001, 8\).*time_budget=\d+"):
+        model = tnbayes.TNKF(time_budget=1e-3, **TNKF_FIXED).fit(X, y)
+    budget = model.budget_
+    assert model.rows_processed_ == MIN_ROWS == budget["rows"] and not budget["within_budget"]
+    assert budget["chosen"] == ["covariance_rank", "gain_rank", "innovation_rank", "max_rows"]
+    assert not torch.equal(model.stream_order_, torch.arange(300))  # the budget's subset is a random one
+    assert budget["filter_seconds"] > 0 and budget["fit_seconds"] >= budget["filter_seconds"]
+    assert any(line.startswith("time budget") and "over the budget" for line in model.fit_report_)
+
+
+def test_tt_kalman_smaller_budget_smaller_rank_and_given_settings_kept(capsys):
+    X, y = _data(300, 3)
+    kwargs = dict(TT_FIXED, max_rows=16)
+    unbudgeted = _quiet(tnbayes.TTKalmanGP(time_budget=None, **kwargs), X, y)
+    assert (unbudgeted.max_rank_, unbudgeted.batch_size_, unbudgeted.rows_used_) == (10, 8, 16)
+    assert unbudgeted.num_basis_ == min(8, unbudgeted.budget_["rule_num_basis"])
+    default_seconds = unbudgeted.budget_["predicted_seconds"]
+    roomy = _quiet(tnbayes.TTKalmanGP(time_budget=100 * default_seconds, verbose=True, **kwargs), X, y)
+    assert roomy.max_rank_ == 10 and roomy.num_basis_ >= unbudgeted.num_basis_
+    assert "time budget" in capsys.readouterr().out  # verbose prints the choice
+    tight = _quiet(tnbayes.TTKalmanGP(time_budget=0.5 * default_seconds, **kwargs), X, y)
+    assert tight.max_rank_ < 10 and tight.rows_used_ == 16
+    assert tight.budget_["predicted_seconds"] < default_seconds
+    with pytest.warns(BudgetWarning, match=r"Pass max_rows=\d+ .* with max_rank=9, max_num_basis=5, batch_size=5"):
+        given = tnbayes.TTKalmanGP(time_budget=1e-6, max_rank=9, batch_size=5, num_basis=5, **kwargs).fit(X, y)
+    assert (given.max_rank_, given.batch_size_, given.num_basis_, given.rows_used_) == (9, 5, 5, 16)
+    assert given.budget_["chosen"] == [] and len(given.trace_history_) == 4  # 16 rows in batches of 5
+
+
+def test_tt_kalman_budget_streams_fewer_rows_at_the_floor():
+    X, y = _data(600, 3)
+    with pytest.warns(BudgetWarning, match="max_rows="):
+        model = tnbayes.TTKalmanGP(time_budget=1e-3, num_basis=4, **TT_FIXED).fit(X, y)
+    assert model.rows_used_ == MIN_ROWS and model.max_rank_ == 6 and "max_rows" in model.budget_["chosen"]
+
+
+def test_budget_survives_save_and_load(tmp_path):
+    X, y = _data(200, 2)
+    Xq, _ = _data(9, 2, seed=3)
+    models = [tnbayes.TNKF(max_rows=20, **TNKF_FIXED), tnbayes.TTKalmanGP(max_rows=40, **TT_FIXED)]
+    for k, model in enumerate(models):
+        _quiet(model, X, y)
+        path = tmp_path / f"model{k}.pt"
+        model.save(path)
+        back = tnbayes.load_model(path)
+        assert back.budget_ == model.budget_ and back.budget_["settings"]["max_rows"] in (20, 40)
+        a, b = model.posterior(Xq), back.posterior(Xq)
+        torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=0)
+        torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model, kwargs, match", [
+    (tnbayes.TNKF, {"time_budget": 0.0}, "time_budget"),
+    (tnbayes.TNKF, {"max_rows": "all"}, "max_rows"),
+    (tnbayes.TTKalmanGP, {"time_budget": -1.0}, "time_budget"),
+    (tnbayes.TTKalmanGP, {"max_rows": 0}, "max_rows"),
+    (tnbayes.TTKalmanGP, {"max_rank": "big"}, "max_rank"),
+])
+def test_bad_budget_parameters(model, kwargs, match):
+    X, y = _data(30, 2)
+    with pytest.raises(ValueError, match=match):
+        model(**kwargs).fit(X, y)
+
+
+def test_a_quarter_of_the_budget_is_kept_for_estimated_hyperparameters():
+    X, y = _data(60, 2)
+    estimated = _quiet(tnbayes.TTKalmanGP(hyper_max_points=30, max_rows=16, time_budget=100.0), X, y)
+    assert estimated.budget_["filter_budget"] == pytest.approx(75.0)
+    assert 0 < estimated.budget_["hyperparameter_seconds"] <= estimated.budget_["fit_seconds"]
+    given = _quiet(tnbayes.TTKalmanGP(max_rows=16, time_budget=100.0, **TT_FIXED), X, y)
+    assert given.budget_["filter_budget"] == pytest.approx(100.0)

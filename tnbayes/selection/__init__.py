@@ -1,0 +1,51 @@
+"""Model selection shared by every model: ML-II of kernel hyper-parameters, and the input-box rule.
+
+* :mod:`~tnbayes.selection.marginal_likelihood` — type-II maximum likelihood of an exact GP with a
+  dimension-scaled lengthscale prior, restarts and a collapse check (used by :class:`~tnbayes.ExactGP`);
+* :mod:`~tnbayes.selection.hyperparameters` — the same fit on a subsample, in the data's units, for the models that
+  borrow GP hyper-parameters (CPD, TNKF, TT Kalman);
+* :mod:`~tnbayes.selection.input_box` — what happens to test inputs outside the region a basis represents.
+"""
+
+from tnbayes.selection.hyperparameters import KernelHyperparameters, estimate_kernel_hyperparameters
+from tnbayes.selection.input_box import (
+    OUT_OF_BOX_POLICIES,
+    OutOfBoxWarning,
+    apply_input_box,
+    check_out_of_box_policy,
+    prediction_box,
+)
+from tnbayes.selection.marginal_likelihood import (
+    COLLAPSE_LOO_R2,
+    LENGTHSCALE_PRIOR_SCALE,
+    MarginalLikelihoodFit,
+    MarginalLikelihoodSettings,
+    build_exact_gp,
+    exact_gpytorch_settings,
+    exact_log_marginal_likelihood,
+    fit_marginal_likelihood,
+    initial_lengthscale,
+    leave_one_out_r2,
+    lengthscale_prior_location,
+)
+
+__all__ = [
+    "COLLAPSE_LOO_R2",
+    "LENGTHSCALE_PRIOR_SCALE",
+    "OUT_OF_BOX_POLICIES",
+    "KernelHyperparameters",
+    "MarginalLikelihoodFit",
+    "MarginalLikelihoodSettings",
+    "OutOfBoxWarning",
+    "apply_input_box",
+    "build_exact_gp",
+    "check_out_of_box_policy",
+    "estimate_kernel_hyperparameters",
+    "exact_gpytorch_settings",
+    "exact_log_marginal_likelihood",
+    "fit_marginal_likelihood",
+    "initial_lengthscale",
+    "leave_one_out_r2",
+    "lengthscale_prior_location",
+    "prediction_box",
+]
