@@ -166,9 +166,9 @@ def _choices(model: Any) -> str:
         if not name.endswith("_") or name.startswith("_") or name in ("n_features_in_", "n_train_"):
             continue
         if hasattr(value, "detach"):
-            value = value.detach().to("cpu").double()
-            if value.numel() > 8:
+            if value.numel() > 8 or value.is_complex():  # complex: fitted weights, not a choice
                 continue
+            value = value.detach().to("cpu").double()
             value = value.tolist()
         if isinstance(value, (bool, int, str)):
             chosen[name] = value

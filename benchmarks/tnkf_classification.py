@@ -56,7 +56,7 @@ import torch
 
 from benchmarks._common import header, output_path, tt_rank_cell
 from tnbayes import TNKFClassifier, datasets
-from tnbayes.models.tnkf import lssvm_cross_validation_score
+from tnbayes.selection.cross_validation import lssvm_cross_validation_score
 
 
 def _spiral_model(config: str, x_std: float, mode_size: int) -> TNKFClassifier:

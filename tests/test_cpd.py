@@ -180,10 +180,15 @@ def test_all_cores_variance_exceeds_last_core_variance():
 
 def test_diagonal_regularizer_and_given_penalty_use_residual_noise():
     X, y = _data(300, 2)
-    model = tnbayes.CPDKernelMachine(rank=4, num_basis=10, lengthscale=0.6, penalty=1e-3, regularizer="diagonal").fit(X, y)
+    kwargs = dict(rank=4, num_basis=10, lengthscale=0.6, penalty=1e-3, regularizer="diagonal")
+    model = tnbayes.CPDKernelMachine(noise_estimate="training", **kwargs).fit(X, y)
     assert model.hyperparameter_source_ == "given"
     assert model.noise_variance_ == model.residual_noise_variance_
     assert 0.005 < model.noise_std < 0.2
+    # the default: the noise the held-out rows call for, close to the residual estimate on a well-specified fit
+    held = tnbayes.CPDKernelMachine(**kwargs).fit(X, y)
+    assert held.noise_variance_ == held.held_out_noise_variance_
+    assert 0.5 < held.noise_variance_ / model.noise_variance_ < 2.0
 
 
 def test_save_load_round_trip(tmp_path):
@@ -243,7 +248,7 @@ def test_automatic_rank_stops_at_first_rank_matching_the_gp_noise():
     from tnbayes.models.cpd import AUTO_RANK_TOLERANCE, AUTO_RANKS
 
     X, y = _data(300, 3, seed=4)
-    model = tnbayes.CPDKernelMachine(max_sweeps=4).fit(X, y)
+    model = tnbayes.CPDKernelMachine(max_sweeps=4, noise_estimate="training").fit(X, y)
     tried = [entry["rank"] for entry in model.rank_search_]
     assert tried == list(AUTO_RANKS[: len(tried)]) and model.rank_ == tried[-1]
     ml_noise = model.penalty_ * model.outputscale_

@@ -17,7 +17,7 @@ from tnbayes.basis import (
     quantized_factors,
 )
 from tnbayes.inference import CPDALS, FourierPolynomialFeatures
-from tnbayes.models.qtkm import DEFAULT_PENALTY_GRID, select_krr_hyperparameters
+from tnbayes.selection.cross_validation import DEFAULT_PENALTY_GRID, select_krr_hyperparameters
 
 
 def _inputs(n=40, seed=0):

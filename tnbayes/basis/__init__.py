@@ -29,12 +29,16 @@ from .hilbert import (
 )
 from .rules import (
     HILBERT_RULE_CONSTANTS,
+    LENGTHSCALE_RESOLUTION,
+    MIN_DEFAULT_BOUNDARY_FACTOR,
+    NO_RULE_BOUNDARY_FACTOR,
     ApproximationWarning,
     HilbertLengthscaleRange,
     accurate_hilbert_parameters,
     HilbertParameters,
     check_hilbert_approximation,
     choose_hilbert_parameters,
+    hilbert_box,
     hilbert_lengthscale_range,
 )
 from .spectral import (
@@ -85,6 +89,10 @@ __all__ = [
     "kernel_name",
     "choose_hilbert_parameters",
     "accurate_hilbert_parameters",
+    "hilbert_box",
+    "LENGTHSCALE_RESOLUTION",
+    "MIN_DEFAULT_BOUNDARY_FACTOR",
+    "NO_RULE_BOUNDARY_FACTOR",
     "check_hilbert_approximation",
     "hilbert_lengthscale_range",
     "HilbertParameters",

@@ -48,6 +48,10 @@ __all__ = [
     "ApproximationWarning",
     "HILBERT_RULE_CONSTANTS",
     "MIN_BOUNDARY_FACTOR",
+    "MIN_DEFAULT_BOUNDARY_FACTOR",
+    "NO_RULE_BOUNDARY_FACTOR",
+    "LENGTHSCALE_RESOLUTION",
+    "hilbert_box",
     "HilbertParameters",
     "HilbertLengthscaleRange",
     "choose_hilbert_parameters",
@@ -69,6 +73,13 @@ HILBERT_RULE_CONSTANTS: dict[str, tuple[float, float]] = {
 
 #: Smallest boundary factor c = L / S the rule allows.
 MIN_BOUNDARY_FACTOR = 1.2
+#: Smallest boundary factor every model chooses by default (:func:`hilbert_box`): the rule allows 1.2, but test
+#: inputs often lie a little beyond the training range, and the Dirichlet boundary pulls the function to zero
+MIN_DEFAULT_BOUNDARY_FACTOR = 1.5
+#: Default boundary factor for kernels without a published (M, c) rule (Matérn-1/2)
+NO_RULE_BOUNDARY_FACTOR = 2.0
+#: The tightened accuracy rule M ≥ LENGTHSCALE_RESOLUTION · c S / ℓ (see :func:`accurate_hilbert_parameters`)
+LENGTHSCALE_RESOLUTION = 3.4
 
 
 class HilbertParameters(NamedTuple):
@@ -297,5 +308,50 @@ def accurate_hilbert_parameters(lengthscale: torch.Tensor, half_range: torch.Ten
     rule = choose_hilbert_parameters(half_range=half_range.tolist(), lengthscale_min=lengthscale.tolist(), kernel=kernel)
     ratio = (lengthscale / half_range).to(torch.float64)
     c = torch.maximum(torch.as_tensor(rule.c, dtype=torch.float64), 1.0 + 2.6 * ratio)
-    m = max(rule.num_basis, int(math.ceil(float((3.4 * c / ratio).max()))))
+    m = max(rule.num_basis, int(math.ceil(float((LENGTHSCALE_RESOLUTION * c / ratio).max()))))
     return c, m
+
+
+def hilbert_box(lengthscale: torch.Tensor, half_range: torch.Tensor, kernel: str = "se", *,
+                c: float | Sequence[float] | torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """The box and basis size every Hilbert-basis model uses by default: c per input and the M it needs.
+
+    ``c`` given: kept. Otherwise the tightened rule's c (:func:`accurate_hilbert_parameters`), at least
+    :data:`MIN_DEFAULT_BOUNDARY_FACTOR`; for kernels without a published rule :data:`NO_RULE_BOUNDARY_FACTOR`.
+    M is then what the shortest lengthscale needs in that box, ``max(rule M, ⌈3.4 c S/ℓ⌉)`` (for kernels without a
+    rule, the SE rule's M). Models cap M by their own budget.
+
+    Parameters
+    ----------
+    lengthscale : torch.Tensor of shape (D,) or (1,)
+        Lengthscales in the units of ``half_range``.
+    half_range : torch.Tensor of shape (D,)
+        Half-range S of the training inputs per input (positive).
+    kernel : str
+        Kernel name (``"se"``, ``"matern32"``, ``"matern52"`` have rules).
+    c : float, sequence of D floats or torch.Tensor, optional
+        A given boundary factor (≥ 1).
+
+    Returns
+    -------
+    c : torch.Tensor of shape (D,)
+        Box half-width L = c·S per input.
+    num_basis : int
+        M per input.
+    """
+    half_range = torch.as_tensor(half_range, dtype=torch.float64).reshape(-1)
+    num_dims = half_range.numel()
+    lengthscale = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(-1).expand(num_dims)
+    rule = kernel if kernel in HILBERT_RULE_CONSTANTS else "se"
+    rule_c, _ = accurate_hilbert_parameters(lengthscale, half_range, rule)
+    if c is not None:
+        box = torch.as_tensor(c, dtype=torch.float64).reshape(-1).expand(num_dims).clone()
+    elif kernel in HILBERT_RULE_CONSTANTS:
+        box = rule_c.clamp_min(MIN_DEFAULT_BOUNDARY_FACTOR)
+    else:
+        box = torch.full((num_dims,), NO_RULE_BOUNDARY_FACTOR, dtype=torch.float64)
+    published = choose_hilbert_parameters(half_range=half_range.tolist(), lengthscale_min=lengthscale.tolist(),
+                                          kernel=rule)
+    ratio = lengthscale / half_range
+    num_basis = max(published.num_basis, int(math.ceil(float((LENGTHSCALE_RESOLUTION * box / ratio).max()))))
+    return box, num_basis

@@ -17,8 +17,11 @@ import torch
 from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, summed_core_variances
 from tnbayes.inference.als import design_matrix
 from tnbayes.models.base import BaseModel
+from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
+                                          proportional_noise_estimate)
 
-__all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "AUTO_RANK_TOLERANCE", "NOISE_LOWER_BOUND"]
+__all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "NOISE_ESTIMATES", "AUTO_RANK_TOLERANCE", "NOISE_LOWER_BOUND"]
+
 
 #: how the Laplace-type predictive variance is built (see CPDKernelMachine's Notes)
 UNCERTAINTY_METHODS = ("all_cores", "last_core", "none")
@@ -46,6 +49,8 @@ class CPDModelBase(BaseModel):
         tr((A_dᴴA_d + λP_d)⁻¹ A_dᴴA_d) of the last-updated core (a lower bound on the model's).
     noise_variance_ : float
         The given ``noise_variance``, else the estimate, at least ``NOISE_LOWER_BOUND``.
+    held_out_noise_variance_ : float or None
+        σ² the model earned on held-out rows (``noise_estimate="held_out"``), None when not estimated.
     laplace_modes_ : list of int
     core_choleskys_ : torch.Tensor of shape (len(laplace_modes_), W, W)
         Cholesky factors of the regularised normal equations of those cores; W = the largest M_d·R
@@ -140,8 +145,39 @@ class CPDModelBase(BaseModel):
         self._store_factors(engine.factors)
         self.history_ = list(engine.history)
         self.sweep_objectives_ = list(engine.sweep_objectives)
-        self._store_laplace(engine, residual, penalty)
+        held_out = None
+        if self._estimates_noise_on_held_out_rows(X, between_sweeps):
+            held_out = self._held_out_noise(features, X, y, engine.rank, penalty, regularizer, component_weights,
+                                            max_sweeps, initial_factors)
+        self._store_laplace(engine, residual, penalty, held_out)
         return engine
+
+    def _estimates_noise_on_held_out_rows(self, X, between_sweeps) -> bool:
+        """Whether σ² comes from held-out rows: ``noise_estimate="held_out"``, no given ``noise_variance``, rows in
+        memory on one process, and no mixture weights learned between sweeps."""
+        return (getattr(self, "noise_estimate", "training") == "held_out" and self.noise_variance is None
+                and isinstance(X, torch.Tensor) and not bool(getattr(self, "distributed", False))
+                and between_sweeps is None)
+
+    def _held_out_noise(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
+                        penalty: float, regularizer: str, component_weights: torch.Tensor | None,
+                        max_sweeps: int | None, initial_factors) -> float | None:
+        """σ² the model earns on held-out rows: refit the kept rank on the other rows (same features and λ), then
+        :func:`~tnbayes.selection.calibration.proportional_noise_estimate` of the held-out residuals under the
+        Laplace variance ``σ²(1 + q)``. None when too few rows (see ``held_out_rows``)."""
+        split = held_out_rows(X.shape[0], int(self.seed), device=X.device)
+        if split is None:
+            return None
+        fitted, held = split
+        engine = CPDALS(features, X[fitted], y[fitted], int(rank), penalty, regularizer=regularizer,
+                        chunk_size=self.chunk_size, seed=int(self.seed), component_weights=component_weights,
+                        factors=initial_factors)
+        engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=False)
+        modes, choleskys = self._laplace_systems(engine)
+        mean = cpd_predict(features, engine.factors, X[held], component_weights).real
+        relative = summed_core_variances(features, engine.factors, modes, choleskys, X[held],
+                                         component_weights=component_weights) if modes else torch.zeros_like(mean)
+        return proportional_noise_estimate(y[held] - mean, relative)
 
     def _residual_noise(self, engine: CPDALS, n: int, penalty: float) -> float:
         """RSS / (N − tr((G + λP)⁻¹G)) with the effective degrees of freedom of the last core."""
@@ -153,17 +189,9 @@ class CPDModelBase(BaseModel):
         self.effective_dof_ = float(torch.cholesky_solve(last.gram, last.cholesky).diagonal().real.sum())
         return rss / max(n - self.effective_dof_, 1.0)
 
-    def _store_laplace(self, engine: CPDALS, residual_noise_variance: float, penalty: float) -> None:
-        self.residual_noise_variance_ = residual_noise_variance
-        if self.noise_variance is not None:
-            self.noise_variance_ = float(self.noise_variance)
-        elif self._given_or_estimated_noise is not None:
-            # a rank-limited fit that leaves more residual than the reference noise carries that misfit as noise
-            self.noise_variance_ = max(self._given_or_estimated_noise, self.residual_noise_variance_)
-        else:
-            self.noise_variance_ = self.residual_noise_variance_
-        if self.noise_variance is None:  # an exact fit (a constant target) leaves no residual: keep σ² positive
-            self.noise_variance_ = max(self.noise_variance_, NOISE_LOWER_BOUND)
+    def _laplace_systems(self, engine: CPDALS) -> tuple[list[int], list[torch.Tensor]]:
+        """The cores whose conditional posteriors make the Laplace variance (``uncertainty``) and the Cholesky
+        factors of their regularised normal equations, in mode order."""
         last = engine.last_system
         systems = {} if self.uncertainty == "none" else {last.mode: last.cholesky}
         if self.uncertainty == "all_cores":
@@ -172,14 +200,38 @@ class CPDModelBase(BaseModel):
                     system = engine.normal_equations(mode)
                     engine.solve_core(system)
                     systems[mode] = system.cholesky
-        self.laplace_modes_ = sorted(systems)
-        width = max([chol.shape[0] for chol in systems.values()], default=last.gram.shape[0])
+        modes = sorted(systems)
+        return modes, [systems[mode] for mode in modes]
+
+    def _store_laplace(self, engine: CPDALS, residual_noise_variance: float, penalty: float,
+                       held_out_noise_variance: float | None = None) -> None:
+        self.residual_noise_variance_ = residual_noise_variance
+        self.held_out_noise_variance_ = held_out_noise_variance
+        if self.noise_variance is not None:
+            self.noise_variance_ = float(self.noise_variance)
+        elif held_out_noise_variance is not None:
+            # what the model's own errors on rows it did not see call for (tnbayes.selection.calibration)
+            self.noise_variance_ = float(held_out_noise_variance)
+            self._report(f"noise variance {self.noise_variance_:.3g} (standardised scale) from the errors on "
+                         f"{HELD_OUT_FRACTION:.0%} held-out rows of a refit on the others (marginal-likelihood or "
+                         f"reference noise {self._given_or_estimated_noise or float('nan'):.3g}, training residual "
+                         f"{residual_noise_variance:.3g}).")
+        elif self._given_or_estimated_noise is not None:
+            # a rank-limited fit that leaves more residual than the reference noise carries that misfit as noise
+            self.noise_variance_ = max(self._given_or_estimated_noise, self.residual_noise_variance_)
+        else:
+            self.noise_variance_ = self.residual_noise_variance_
+        if self.noise_variance is None:  # an exact fit (a constant target) leaves no residual: keep σ² positive
+            self.noise_variance_ = max(self.noise_variance_, NOISE_LOWER_BOUND)
+        last = engine.last_system
+        self.laplace_modes_, choleskys = self._laplace_systems(engine)
+        width = max([chol.shape[0] for chol in choleskys], default=last.gram.shape[0])
         # cores of different sizes (a quantized M = 12 has factors 2, 2, 3) are zero-padded to one width;
         # _cholesky(i) cuts them back
-        padded = torch.zeros(len(systems), width, width, dtype=last.gram.dtype, device=last.gram.device)
-        for i, mode in enumerate(self.laplace_modes_):
-            size = systems[mode].shape[0]
-            padded[i, :size, :size] = systems[mode]
+        padded = torch.zeros(len(choleskys), width, width, dtype=last.gram.dtype, device=last.gram.device)
+        for i, cholesky in enumerate(choleskys):
+            size = cholesky.shape[0]
+            padded[i, :size, :size] = cholesky
         self.core_choleskys_ = padded
 
     def _cholesky(self, index: int, mode: int) -> torch.Tensor:

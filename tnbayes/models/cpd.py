@@ -22,18 +22,21 @@ import torch
 from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
     ApproximationWarning,
+    LENGTHSCALE_RESOLUTION,
+    MIN_DEFAULT_BOUNDARY_FACTOR,
     HilbertBasis,
-    accurate_hilbert_parameters,
     data_center_and_half_range,
+    hilbert_box,
     resolve_kernel,
 )
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.inference import REGULARIZERS, BasisFeatures
 from tnbayes.inference.als import StreamedRows
 from tnbayes.models._classifier import BinaryClassifierMixin
-from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
+from tnbayes.selection.calibration import check_noise_estimate
+from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["CPDKernelMachine", "CPDKernelClassifier", "UNCERTAINTY_METHODS"]
@@ -42,12 +45,6 @@ __all__ = ["CPDKernelMachine", "CPDKernelClassifier", "UNCERTAINTY_METHODS"]
 AUTO_RANKS = (10, 20, 40)
 #: largest M·R that rank=None will try (normal equations of 1600² numbers)
 AUTO_RANK_MAX_WIDTH = 1600
-#: estimated lengthscales are kept ≥ this · c·S/M (the tightened accuracy rule M ≥ 3.4 c S/ℓ, inverted)
-LENGTHSCALE_RESOLUTION = 3.4
-#: smallest default boundary factor c (the published rule allows 1.2; test inputs often lie a bit further out)
-MIN_DEFAULT_BOUNDARY_FACTOR = 1.5
-#: kernels whose (M, c) rule is known (others use the SE rule)
-_RULE_KERNELS = ("se", "matern32", "matern52")
 
 
 class CPDKernelMachine(CPDModelBase):
@@ -81,6 +78,10 @@ class CPDKernelMachine(CPDModelBase):
         Stop when a sweep changes the objective by less than this relative amount.
     uncertainty : {"all_cores", "last_core", "none"}
         Laplace variant for ``posterior`` (see Notes).
+    noise_estimate : {"held_out", "training"}
+        Where σ² comes from when ``noise_variance`` is not given (see Notes, **Uncertainty**): ``"held_out"``
+        (default) refits the chosen rank on 80% of the rows and takes the σ² its errors on the other 20% call for;
+        ``"training"`` takes the larger of the marginal-likelihood σ² and the training-residual estimate.
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit that estimates missing hyper-parameters.
     max_num_basis : int
@@ -156,9 +157,14 @@ class CPDKernelMachine(CPDModelBase):
     it treats the other cores as known and under-covers at low rank (measured: 95% coverage 0.86–0.90 on
     boston/yacht against 0.93 for ``"all_cores"``; ``benchmarks/results/cpd_uci_calibration.md``).
     The block-diagonal sum can double-count directions that two cores share (moving scale between
-    cores), so it leans conservative. The noise variance is the larger of the marginal-likelihood σ²
-    and the residual estimate (a fit that leaves more residual than the GP's noise carries that misfit as
-    noise); a given ``noise_variance`` is used as is. When no GP is fitted (``lengthscale`` and ``penalty``
+    cores), so it leans conservative. The noise variance σ² scales the whole predictive variance
+    ``σ²(1 + aᵀS⁻¹a)``. With ``noise_estimate="held_out"`` (default) it is the maximum-likelihood σ² of the
+    residuals on 20% of the training rows held out from a refit of the chosen rank (same basis, same λ;
+    :mod:`tnbayes.selection.calibration`): a CPD of limited rank can interpolate its training rows yet predict
+    new ones worse than the exact GP whose σ² it borrowed, and its intervals then under-cover badly; below
+    30 held-out rows, or for streamed and distributed fits, the ``"training"`` rule applies: the larger of the
+    marginal-likelihood σ² and the residual estimate (a fit that leaves more residual than the GP's noise
+    carries that misfit as noise). A given ``noise_variance`` is used as is. When no GP is fitted (``lengthscale`` and ``penalty``
     given, no σ²) the residual estimate is used. A GP is fitted whenever ℓ or λ is missing, with ℓ free, so
     with a given ℓ and no λ, σ² and σ_f² come from the GP's own ℓ. ``"none"`` returns
     the noise variance only. None of these is a posterior over the CP rank or the hyper-parameters.
@@ -181,7 +187,8 @@ class CPDKernelMachine(CPDModelBase):
                  lengthscale: float | list[float] | None = None, penalty: float | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None,
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
-                 tol: float = 1e-6, uncertainty: str = "all_cores", hyper_max_points: int = 1000,
+                 tol: float = 1e-6, uncertainty: str = "all_cores", noise_estimate: str = "held_out",
+                 hyper_max_points: int = 1000,
                  max_num_basis: int = 40, ard: bool = True, out_of_box: str = "clip",
                  chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -200,6 +207,7 @@ class CPDKernelMachine(CPDModelBase):
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.uncertainty = uncertainty
+        self.noise_estimate = noise_estimate
         self.hyper_max_points = hyper_max_points
         self.max_num_basis = max_num_basis
         self.ard = ard
@@ -224,6 +232,7 @@ class CPDKernelMachine(CPDModelBase):
         check_out_of_box_policy(self.out_of_box)
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
+        check_noise_estimate(self.noise_estimate)
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
             raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")
         if int(self.max_sweeps) < 1 or int(self.hyper_max_points) < 2 or int(self.max_num_basis) < 1:
@@ -299,13 +308,7 @@ class CPDKernelMachine(CPDModelBase):
         num_dims = X.shape[1]
         center, half_range = data_center_and_half_range(X.cpu(), allow_constant=True)
         half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
-        name = kernel_name(self.kernel, self.nu)
-        need_c, need_m = accurate_hilbert_parameters(
-            self.lengthscale_, half_range, name if name in _RULE_KERNELS else "se")
-        if self.c is None:  # leave room for test inputs a little outside the training range
-            c = torch.clamp(need_c, min=MIN_DEFAULT_BOUNDARY_FACTOR)
-        else:
-            c = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1).expand(num_dims)
+        c, need_m = hilbert_box(self.lengthscale_, half_range, kernel_name(self.kernel, self.nu), c=self.c)
         if self.num_basis is not None:
             num_basis = int(self.num_basis)
         else:

@@ -32,7 +32,7 @@ from tnbayes._validation import check_positive
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
-    accurate_hilbert_parameters,
+    hilbert_box,
     HilbertBasis,
     additive_features,
     indexed_product_features,
@@ -71,6 +71,10 @@ PRODUCT_MIN_RELATIVE_VARIANCE = 1e-30
 PRODUCT_START_LENGTHSCALE = 1.0
 #: smallest M per input of a product block that structure="auto" builds
 MIN_PRODUCT_NUM_BASIS = 8
+#: box c = L/S the (M, c) search starts from when ``c`` is not given; each round enlarges it to what
+#: :func:`tnbayes.basis.hilbert_box` asks for the fitted lengthscales (a box far too small for long lengthscales
+#: would need many rounds)
+ADAPTATION_START_BOUNDARY_FACTOR = 2.0
 #: σ_f² (standardised scale) below which a fit is taken to have found no signal
 COLLAPSED_OUTPUTSCALE = 1e-3
 
@@ -206,7 +210,7 @@ class HilbertGP(BaseModel):
 
     Notes
     -----
-    When ``num_basis``/``c`` are not given they are chosen from the data: start from c = 2 and the
+    When ``num_basis``/``c`` are not given they are chosen from the data: start from c = 2 (``ADAPTATION_START_BOUNDARY_FACTOR``) and the
     largest M allowed by the structure (64 for 1-D, 32 per dimension for 2-D products, min(32, 1024/D) for
     additive; the enlargement stops at ``max_num_basis`` and, for additive models, at D·M ≤ 1024),
     maximise the marginal likelihood, then check the fitted lengthscales against the rule of
@@ -231,7 +235,7 @@ class HilbertGP(BaseModel):
     (:func:`~tnbayes.selection.estimate_kernel_hyperparameters`): the ``HYBRID_PRODUCT_FEATURES`` multi-indices of
     largest prior variance under that kernel (:func:`~tnbayes.basis.top_product_indices`), so that short-lengthscale
     inputs get many functions and near-irrelevant ones only their first — those are dropped from the block, which
-    is then constant along them. The hybrid keeps the box c = 2 (or the given ``c``), starts its additive block
+    is then constant along them. The hybrid keeps the start box c = 2 (or the given ``c``), starts its additive block
     from the additive fit, takes M as the additive fit's or what ``M ≥ 3.4 c S/ℓ`` asks for the shorter of the
     two lengthscales (at most D·M ≤ ``HYBRID_ADDITIVE_FEATURES``), and is fitted once, without the (M, c)
     adaptation and without the :class:`~tnbayes.basis.ApproximationWarning` check: it is a truncated expansion by
@@ -596,8 +600,7 @@ class HilbertGP(BaseModel):
             history.append({"num_basis": num_basis, "c": c.tolist(), "lengthscale": ls.tolist(), "neg_mll": loss})
             if not adapt:
                 break
-            need_c, need_m = accurate_hilbert_parameters(ls.cpu().expand(num_dims), half_range.cpu(), rule)
-            need_c = need_c if self.c is None else c
+            need_c, need_m = hilbert_box(ls.cpu().expand(num_dims), half_range.cpu(), rule, c=self.c)
             need_m = min(need_m if self.num_basis is None else num_basis, self._max_num_basis(structure, num_dims))
             if bool((need_c <= c * (1 + 1e-9)).all()) and need_m <= num_basis:
                 break
@@ -620,7 +623,9 @@ class HilbertGP(BaseModel):
         # a constant column carries no information; give it a nominal box so the basis is defined
         constant = half_range <= 0
         half_range = torch.where(constant, torch.ones_like(half_range), half_range)
-        c0 = torch.as_tensor(2.0 if self.c is None else self.c, dtype=torch.float64).reshape(-1).expand(num_dims).clone()
+        # the box the (M, c) search starts from; each round then enlarges it to tnbayes.basis.hilbert_box's
+        c0 = torch.as_tensor(self.c if self.c is not None else ADAPTATION_START_BOUNDARY_FACTOR,
+                             dtype=torch.float64).reshape(-1).expand(num_dims).clone()
         init = (None if self.lengthscale is None
                 else {"lengthscale": torch.as_tensor(self.lengthscale, dtype=X.dtype).reshape(-1)})
 

@@ -25,9 +25,11 @@ from tnbayes.inference.budget import (
 )
 from tnbayes.inference.kalman import TRUNCATED_QUANTITIES, TTKalmanFilter, Truncation
 from tnbayes.models._classifier import BinaryClassifierMixin
-from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
+from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
+from tnbayes.selection.cross_validation import lssvm_cross_validation_score
+from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors.tt import TTMatrix, TTVector, hierarchical_order, tensorize_shape
 
 __all__ = ["TNKF", "TNKFClassifier", "DEFAULT_TRUNCATION", "ROW_ORDERS", "STREAM_ORDERS",
@@ -48,42 +50,6 @@ ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
 STREAM_ORDERS = ("auto", "given", "index", "random")
 #: entries of one dense kernel block computed at a time (rows × training points)
 _KERNEL_BLOCK_ENTRIES = 2**24
-
-
-def lssvm_cross_validation_score(gram: torch.Tensor, targets: torch.Tensor, folds: torch.Tensor, gamma: float,
-                                 bias: float | str = "mean") -> tuple[float, float]:
-    """K-fold score of the dense LS-SVM classifier ``(K + I/γ) α = y − b`` on ±1 targets.
-
-    Parameters
-    ----------
-    gram : torch.Tensor of shape (n, n)
-        Kernel matrix of the n points.
-    targets : torch.Tensor of shape (n,)
-        ±1 labels.
-    folds : torch.Tensor of shape (n,), int
-        Fold of each point; each fold is predicted from the others.
-    gamma : float
-        γ > 0.
-    bias : "mean" or float
-        b: the mean label of each fold's training points, or a fixed value.
-
-    Returns
-    -------
-    accuracy : float
-        Share of points whose held-out decision value has the sign of their label.
-    mse : float
-        Mean squared error of the held-out decision values against the labels (the LS-SVM's own loss).
-    """
-    correct, squared_error = 0, 0.0
-    for fold in torch.unique(folds):
-        train, test = folds != fold, folds == fold
-        b = float(targets[train].mean()) if bias == "mean" else float(bias)
-        system = gram[train][:, train] + torch.eye(int(train.sum()), dtype=gram.dtype, device=gram.device) / gamma
-        alpha = torch.linalg.solve(system, targets[train] - b)
-        decision = gram[test][:, train] @ alpha + b
-        correct += int((torch.sign(decision) == torch.sign(targets[test])).sum())
-        squared_error += float(((decision - targets[test]) ** 2).sum())
-    return correct / targets.numel(), squared_error / targets.numel()
 
 
 class TNKF(BaseModel):
@@ -155,6 +121,13 @@ class TNKF(BaseModel):
         even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings
         to pass. None: no budget (the :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget
         the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
+    noise_estimate : {"held_out", "training"}
+        ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
+        state before them (their kernel rows as a test input's, a prequential hold-out that costs no refit and
+        loses no row), and the predictive noise is R plus the extra variance their errors call for
+        (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance
+        ``k(x)ᵀ P k(x)`` is not a GP posterior variance, and a truncated filter predicts worse than the exact GP
+        whose σ² it borrowed. ``"training"``: the predictive noise is R.
     order : {"auto", "given", "sorted", "pca", "tree"}
         Order of α's entries, i.e. of the columns of every kernel row before it is tensorised.
         ``"sorted"`` sorts 1-D inputs; ``"pca"`` sorts by the first principal component; ``"tree"``
@@ -199,7 +172,10 @@ class TNKF(BaseModel):
     lengthscale_ : torch.Tensor of shape (D,)
     outputscale_, measurement_noise_, prior_variance_ : float
     noise_variance_ : float
-        R, what ``posterior`` adds as observation noise.
+        What ``posterior`` adds as observation noise: R, plus with ``noise_estimate="held_out"`` the extra
+        variance the held-out rows call for.
+    held_out_noise_variance_ : float or None
+        R + that extra variance (None: not estimated — ``"training"``, or too few rows processed).
     regularization_ : float
         1/γ (0 when ``gamma`` is None).
     row_order_ : torch.Tensor of shape (N,)
@@ -254,7 +230,8 @@ class TNKF(BaseModel):
                  forgetting_factor: float = 1.0, bias: float | str = "mean", constraint_row: bool = False,
                  truncation: Mapping[str, Any] | None = None, round_relative_to: str = "update", early_stopping: bool = False, stop_tol: float = 1e-4,
                  patience: int = 200,
-                 max_rows: int | str | None = "auto", time_budget: float | None = 60.0, order: str = "auto",
+                 max_rows: int | str | None = "auto", time_budget: float | None = 60.0,
+                 noise_estimate: str = "held_out", order: str = "auto",
                  stream_order: str = "auto",
                  max_factor: int = 16, mode_size: int = 8,
                  hyper_max_points: int = 1000, seed: int = 0, normalize_y: bool = True,
@@ -278,6 +255,7 @@ class TNKF(BaseModel):
         self.patience = patience
         self.max_rows = max_rows
         self.time_budget = time_budget
+        self.noise_estimate = noise_estimate
         self.order = order
         self.stream_order = stream_order
         self.max_factor = max_factor
@@ -322,6 +300,7 @@ class TNKF(BaseModel):
                 isinstance(self.max_rows, (bool, str)) or int(self.max_rows) != self.max_rows or self.max_rows < 1):
             raise ValueError(f"max_rows must be a positive integer, 'auto' or None; got {self.max_rows!r}.")
         check_time_budget(self.time_budget)
+        check_noise_estimate(self.noise_estimate)
         self._truncation_rules()
 
     # ------------------------------------------------------------------ kernel
@@ -551,6 +530,7 @@ class TNKF(BaseModel):
                                 round_relative_to=self.round_relative_to, dtype=self.dtype_,
                                 device=self.device_)
         block = self._block_rows(n)
+        held_out = PrequentialResiduals(limit) if self.noise_estimate == "held_out" else None
         max_ranks = {q: 1 for q in ("row", "mean", "covariance")}
         progress = None
         if self.verbose:
@@ -571,6 +551,15 @@ class TNKF(BaseModel):
                 rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
                 rows[torch.arange(last - first), position[streamed]] += self.regularization_
                 for i in range(last - first):
+                    if held_out is not None and held_out.wanted(first + i, 1).stop > held_out.wanted(first + i, 1).start:
+                        # predict the row from the state before it, with the kernel row a test input would get
+                        kernel_row = rows[i].clone()
+                        kernel_row[position[streamed[i]]] -= self.regularization_
+                        kernel_tt = TTVector.from_dense(kernel_row, shape, tol=row_rule.tol,
+                                                        max_rank=row_rule.max_rank)
+                        held_out.add(targets[first + i:first + i + 1] - kernel_tt.dot(kalman.mean).reshape(1).cpu(),
+                                     kalman.covariance_sqrt.transpose_matvec_norm_squared(kernel_tt).reshape(1).cpu()
+                                     + self.measurement_noise_)
                     row = TTVector.from_dense(rows[i], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
                     kalman.update(row, float(targets[first + i]), self.measurement_noise_)
                     max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
@@ -594,7 +583,12 @@ class TNKF(BaseModel):
         self.covariance_trace_history_ = list(kalman.covariance_trace_history)
         self.max_ranks_ = max_ranks
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
-        self.noise_variance_ = self.measurement_noise_
+        self.held_out_noise_variance_ = (None if held_out is None
+                                         else held_out.noise_variance(self.measurement_noise_))
+        self.noise_variance_ = (self.measurement_noise_ if self.held_out_noise_variance_ is None
+                                else self.held_out_noise_variance_)
+        if self.held_out_noise_variance_ is not None:
+            self._report(held_out.describe(self.measurement_noise_))
 
     def _stream(self, n: int, order: torch.Tensor, num_dims: int, subsample: bool = False) -> torch.Tensor:
         """Training-input indices in the order their rows are streamed (see ``stream_order``); ``subsample``: the

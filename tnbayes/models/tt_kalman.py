@@ -36,13 +36,12 @@ import torch
 from tnbayes._validation import check_positive
 from tnbayes.basis import (
     HilbertBasis,
-    accurate_hilbert_parameters,
+    hilbert_box,
     check_hilbert_approximation,
     data_center_and_half_range,
     resolve_kernel,
 )
 from tnbayes.basis.spectral import kernel_name
-from tnbayes.models._hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.inference.als import StreamedRows
 from tnbayes.inference.budget import (
     BATCH_SIZE_SAVING,
@@ -60,6 +59,8 @@ from tnbayes.inference.budget import (
 )
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
+from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
+from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import check_out_of_box_policy
 from tnbayes.tensors.tt import TTMatrix, TTVector, _block_sum, _round_cores, randomized_round_sum
 
@@ -241,7 +242,8 @@ class TTKalmanGP(BaseModel):
     c : float or list of float, optional
         Box half-width factor per input (default from the lengthscales).
     lengthscale, outputscale, noise_variance : optional
-        Fix a hyper-parameter (standardised scale) instead of estimating it.
+        Fix a hyper-parameter (standardised scale) instead of estimating it. A given ``noise_variance`` is also the
+        predictive noise (no held-out estimate).
     mean_constant : float
         c, the constant mean on the standardised scale (default 0: y is centred).
     batch_size : int or "auto"
@@ -282,6 +284,12 @@ class TTKalmanGP(BaseModel):
         budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
         the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With or without
         a budget the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
+    noise_estimate : {"held_out", "training"}
+        ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
+        state before them (a prequential hold-out that costs no refit and loses no row), and the predictive
+        noise is the marginal-likelihood σ² plus the extra variance their errors call for
+        (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): a truncated filter or a small M
+        predicts worse than the exact GP whose σ² it borrowed. ``"training"``: the predictive noise is that σ².
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit.
     seed : int
@@ -302,7 +310,14 @@ class TTKalmanGP(BaseModel):
         L with P = L Lᵀ (the posterior covariance of v).
     basis_ : HilbertBasis
     lengthscale_ : torch.Tensor of shape (D,)
-    outputscale_, noise_variance_, mean_constant_ : float
+    outputscale_, mean_constant_ : float
+    measurement_noise_ : float
+        σ² of the filter's measurement model (given ``noise_variance``, else the marginal-likelihood estimate).
+    noise_variance_ : float
+        σ² of the predictive distribution: ``measurement_noise_``, plus with ``noise_estimate="held_out"`` the extra
+        variance the filter's errors on its last rows call for.
+    held_out_noise_variance_ : float or None
+        ``measurement_noise_`` + that extra variance (None: not estimated).
     num_basis_ : int
     rank_history_ : list of tuple
         Largest TT rank of (mean, correction C) after every batch (the root is L₀ − C, rank + 1).
@@ -332,7 +347,7 @@ class TTKalmanGP(BaseModel):
                  batch_size: int | str = "auto", tol: float = 1e-8, max_rank: int | str | None = "auto",
                  forgetting: float = 1.0, early_stopping_tol: float | None = None, patience: int = 5,
                  max_num_basis: int | str = "auto", max_rows: int | str | None = "auto",
-                 time_budget: float | None = 60.0,
+                 time_budget: float | None = 60.0, noise_estimate: str = "held_out",
                  hyper_max_points: int = 1000, seed: int = 0, out_of_box: str = "clip", normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
@@ -355,6 +370,7 @@ class TTKalmanGP(BaseModel):
         self.max_num_basis = max_num_basis
         self.max_rows = max_rows
         self.time_budget = time_budget
+        self.noise_estimate = noise_estimate
         self.hyper_max_points = hyper_max_points
         self.seed = seed
 
@@ -375,6 +391,7 @@ class TTKalmanGP(BaseModel):
                 isinstance(self.max_rank, (bool, str)) or int(self.max_rank) != self.max_rank or self.max_rank < 1):
             raise ValueError(f"max_rank must be a positive integer, 'auto' or None; got {self.max_rank!r}.")
         check_time_budget(self.time_budget)
+        check_noise_estimate(self.noise_estimate)
         if not math.isfinite(float(self.tol)) or self.tol < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
         if not 0.0 < float(self.forgetting) <= 1.0:
@@ -411,17 +428,11 @@ class TTKalmanGP(BaseModel):
         center, half_range = data_center_and_half_range(X, allow_constant=True)
         half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
         name = kernel_name(self.kernel, self.nu)
-        try:
-            c_rule, m_rule = accurate_hilbert_parameters(lengthscale, half_range.to(torch.float64), name)
-        except ValueError:  # no published rule (Matérn-1/2)
-            c_rule, m_rule = torch.full((D,), 2.0, dtype=torch.float64), self._num_basis_cap()
         if self.c is not None:
-            c = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1)
-            if c.numel() not in (1, D) or bool((c < 1).any()):
+            given = torch.as_tensor(self.c, dtype=torch.float64).reshape(-1)
+            if given.numel() not in (1, D) or bool((given < 1).any()):
                 raise ValueError(f"c must be one number >= 1 or one per input ({D}); got {self.c!r}.")
-            c = c.expand(D).clone()
-        else:
-            c = c_rule
+        c, m_rule = hilbert_box(lengthscale, half_range.to(torch.float64), name, c=self.c)
         M = self._plan_budget(int(m_rule), D, num_rows)
         basis = HilbertBasis(M, L=(c * half_range.to(torch.float64).cpu()).tolist(), center=center.tolist(),
                              num_dims=D)
@@ -557,7 +568,7 @@ class TTKalmanGP(BaseModel):
         sample = (X, y) if sample is None else sample
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
-        self.lengthscale_, self.outputscale_, self.noise_variance_ = self._hyperparameters(
+        self.lengthscale_, self.outputscale_, self.measurement_noise_ = self._hyperparameters(
             sample[0].to(torch.float64), sample[1].to(torch.float64))
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.mean_constant_ = float(self.mean_constant)
@@ -571,6 +582,9 @@ class TTKalmanGP(BaseModel):
         self.rank_history_, self.trace_history_ = [], []
         initial_trace = previous_trace = float((prior_root ** 2).sum(dim=1).prod())
         quiet, used = 0, 0
+        rows_to_use = num_rows if self.budget_["rows"] is None else min(num_rows, int(self.budget_["rows"]))
+        held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out"
+                                                         and self.noise_variance is None) else None
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
             for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
@@ -579,8 +593,15 @@ class TTKalmanGP(BaseModel):
                     prior_root = prior_root * factor ** (1.0 / D)
                     correction = correction * factor if correction is not None else None
                 phi = self.basis_.eigenfunctions(batch_X)  # (D, B, M)
+                wanted = held_out.wanted(used, batch_y.shape[0]) if held_out is not None else slice(0, 0)
+                if wanted.stop > wanted.start:  # predict the last rows before the filter sees them
+                    root = _diagonal_root(prior_root) - correction if correction is not None else \
+                        _diagonal_root(prior_root)
+                    held_phi = phi[:, wanted]
+                    held_out.add(batch_y[wanted] - self.mean_constant_ - _contract_rows(mean.cores, held_phi),
+                                 _row_variances(root.cores, held_phi) + self.measurement_noise_)
                 mean, correction = kalman_batch_update(mean, prior_root, correction, phi,
-                                                       batch_y - self.mean_constant_, self.noise_variance_, tol=tol,
+                                                       batch_y - self.mean_constant_, self.measurement_noise_, tol=tol,
                                                        max_rank=max_rank, generator=sketch_generator)
                 used += batch_y.shape[0]
                 trace = float((_diagonal_root(prior_root) - correction).norm()) ** 2
@@ -600,6 +621,12 @@ class TTKalmanGP(BaseModel):
         self.posterior_mean_tt_ = mean
         root = _diagonal_root(prior_root)
         self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
+        self.held_out_noise_variance_ = (None if held_out is None
+                                         else held_out.noise_variance(self.measurement_noise_))
+        self.noise_variance_ = (self.measurement_noise_ if self.held_out_noise_variance_ is None
+                                else self.held_out_noise_variance_)
+        if self.held_out_noise_variance_ is not None:
+            self._report(held_out.describe(self.measurement_noise_))
 
     def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, limit: int | None = None):
         """Mini-batches ``(X_b (B, D), y_b (B,))`` in float64, in a random order: a permutation of all rows for
