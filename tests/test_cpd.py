@@ -455,3 +455,19 @@ def test_partial_products_give_the_same_sweeps(group_inputs):
         for fa, fb in zip(engines[0].factors, engines[1].factors):
             torch.testing.assert_close(fa, fb, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(engines[0].history, engines[1].history, rtol=1e-10)
+
+
+def test_many_inputs_two_relevant_are_found_with_no_arguments():
+    """32 inputs, 2 of which matter (the defaults issue): CPDKernelMachine() must not inherit a collapsed ML-II
+    (RMSE = std(y)); it finds the two inputs and predicts well below std(y), with intervals that cover."""
+    from tnbayes import metrics
+
+    rng = np.random.default_rng(7)
+    n, d = 300, 32
+    X = rng.uniform(-1, 1, size=(n + 200, d))
+    y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.05 * rng.standard_normal(n + 200)
+    model = tnbayes.CPDKernelMachine().fit(X[:n], y[:n])
+    scores = metrics.evaluate(model.posterior(X[n:]), y[n:])
+    assert scores["rmse"] < 0.3 * y[n:].std()
+    assert set(np.argsort(model.lengthscale_.numpy())[:2]) == {0, 1}
+    assert 0.85 <= scores["coverage_95"] <= 1.0

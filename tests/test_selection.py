@@ -107,3 +107,35 @@ def test_fit_report_says_what_was_chosen(capsys):
     quiet = tnbayes.CPDKernelMachine(max_sweeps=2).fit(X, y)
     assert quiet.fit_report_ == model.fit_report_
     assert capsys.readouterr().out == ""
+
+
+# models whose predictive noise comes from held-out rows (tnbayes.selection.calibration), settings kept small
+HELD_OUT_MODELS = {
+    "CPDKernelMachine": (lambda: tnbayes.CPDKernelMachine(rank=2, num_basis=6, max_sweeps=2), "proportional"),
+    "QTKM": (lambda: tnbayes.QTKM(rank=2, num_basis=4, max_sweeps=2), "proportional"),
+    "TKM": (lambda: tnbayes.TKM(rank=2, num_basis=4, max_sweeps=2), "proportional"),
+    "TNKF": (lambda: tnbayes.TNKF(time_budget=None), "additive"),
+    "TTKalmanGP": (lambda: tnbayes.TTKalmanGP(num_basis=4, time_budget=None), "additive"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELD_OUT_MODELS))
+def test_every_held_out_noise_comes_from_the_one_calibration_layer(name, monkeypatch):
+    import tnbayes.selection.calibration as calibration
+
+    calls = []
+    for function in ("proportional_noise_estimate", "additive_variance_estimate"):
+        original = getattr(calibration, function)
+
+        def spy(*args, _original=original, _name=function, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(calibration, function, spy)
+        for module in ("tnbayes.models._cpd_base",):  # imported by name there
+            monkeypatch.setattr(module + "." + function, spy, raising=False)
+    make, form = HELD_OUT_MODELS[name]
+    X, y = _data(400)
+    model = make().fit(X, y)
+    assert calls == [f"{form}_noise_estimate" if form == "proportional" else "additive_variance_estimate"]
+    assert model.noise_variance_ == model.held_out_noise_variance_

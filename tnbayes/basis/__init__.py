@@ -40,6 +40,7 @@ from .rules import (
     choose_hilbert_parameters,
     hilbert_box,
     hilbert_lengthscale_range,
+    resolvable_lengthscale,
 )
 from .spectral import (
     kernel_name,
@@ -90,6 +91,7 @@ __all__ = [
     "choose_hilbert_parameters",
     "accurate_hilbert_parameters",
     "hilbert_box",
+    "resolvable_lengthscale",
     "LENGTHSCALE_RESOLUTION",
     "MIN_DEFAULT_BOUNDARY_FACTOR",
     "NO_RULE_BOUNDARY_FACTOR",

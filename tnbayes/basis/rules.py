@@ -52,6 +52,7 @@ __all__ = [
     "NO_RULE_BOUNDARY_FACTOR",
     "LENGTHSCALE_RESOLUTION",
     "hilbert_box",
+    "resolvable_lengthscale",
     "HilbertParameters",
     "HilbertLengthscaleRange",
     "choose_hilbert_parameters",
@@ -355,3 +356,30 @@ def hilbert_box(lengthscale: torch.Tensor, half_range: torch.Tensor, kernel: str
     ratio = lengthscale / half_range
     num_basis = max(published.num_basis, int(math.ceil(float((LENGTHSCALE_RESOLUTION * box / ratio).max()))))
     return box, num_basis
+
+
+def resolvable_lengthscale(half_range: torch.Tensor, num_basis: int,
+                           c: float | Sequence[float] | torch.Tensor | None = None) -> torch.Tensor:
+    """Shortest lengthscale per input that M basis functions in the box c·S resolve: ``3.4 c S / M``.
+
+    The models that borrow an exact GP's lengthscales bound its marginal-likelihood fit below by this, so that
+    structure their basis cannot represent is explained as noise instead of by a lengthscale the basis would
+    smooth away (the approximate kernel then loses its variance and the predictions shrink to the mean).
+
+    Parameters
+    ----------
+    half_range : torch.Tensor of shape (D,)
+        Half-range S of the training inputs (positive).
+    num_basis : int
+        The largest M the model will use.
+    c : float, sequence of D floats or torch.Tensor, optional
+        A given boundary factor; default :data:`MIN_DEFAULT_BOUNDARY_FACTOR` (the smallest default box).
+
+    Returns
+    -------
+    torch.Tensor of shape (D,)
+        float64, in the units of ``half_range``.
+    """
+    half_range = torch.as_tensor(half_range, dtype=torch.float64).reshape(-1)
+    box = torch.as_tensor(MIN_DEFAULT_BOUNDARY_FACTOR if c is None else c, dtype=torch.float64).reshape(-1)
+    return LENGTHSCALE_RESOLUTION * box * half_range / int(num_basis)

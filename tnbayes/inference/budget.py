@@ -29,6 +29,7 @@ measurements; under a heavier load a fit takes longer than predicted, on a faste
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ __all__ = [
     "filter_budget",
     "format_seconds",
     "plan_within_budget",
+    "record_measured_seconds",
     "single_torch_thread",
     "tnkf_row_features",
     "tnkf_seconds_per_row",
@@ -348,6 +350,49 @@ def filter_budget(time_budget: float | None, estimated_hyperparameters: bool) ->
 def format_seconds(seconds: float) -> str:
     """``"45 s"``, ``"0.75 s"``: whole seconds from 10 s up, two significant digits below."""
     return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.2g} s"
+
+
+def record_measured_seconds(budget: dict[str, Any], *, model: str, hyperparameter_seconds: float,
+                            filter_seconds: float, rows: int, fit_seconds: float, time_budget: float | None,
+                            estimated: bool, hyper_max_points: int, given_instead: str) -> str:
+    """Add the measured seconds of a filter's fit to its ``budget_`` dict; warn when estimating hyper-parameters
+    alone took more than half the budget (which no filter setting can save).
+
+    Parameters
+    ----------
+    budget : dict
+        The model's ``budget_`` (updated in place with ``hyperparameter_seconds``, ``filter_seconds``,
+        ``seconds_per_row`` and ``fit_seconds``; it must hold ``predicted_seconds``).
+    model : str
+        The model's name, for the warning.
+    hyperparameter_seconds, filter_seconds, fit_seconds : float
+        Measured wall-clock seconds.
+    rows : int
+        Rows the filter processed.
+    time_budget : float or None
+        The model's ``time_budget``.
+    estimated : bool
+        Whether hyper-parameters were estimated.
+    hyper_max_points : int
+        The model's ``hyper_max_points`` (named in the warning).
+    given_instead : str
+        The parameters that, given, skip the estimate (named in the warning).
+
+    Returns
+    -------
+    str
+        One line for the fit report.
+    """
+    budget.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
+                  seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
+    if time_budget is not None and estimated and hyperparameter_seconds > 0.5 * float(time_budget):
+        warnings.warn(
+            f"{model}: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
+            f"time_budget={float(time_budget):g} s; pass a smaller hyper_max_points (now {int(hyper_max_points)}) "
+            f"or {given_instead}.", BudgetWarning, stacklevel=5)
+    return (f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
+            f"{format_seconds(budget['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of which "
+            f"{format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
 
 
 def check_time_budget(time_budget: float | None) -> None:

@@ -23,10 +23,10 @@ from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
     ApproximationWarning,
     LENGTHSCALE_RESOLUTION,
-    MIN_DEFAULT_BOUNDARY_FACTOR,
     HilbertBasis,
     data_center_and_half_range,
     hilbert_box,
+    resolvable_lengthscale,
     resolve_kernel,
 )
 from tnbayes.basis.spectral import kernel_name
@@ -299,10 +299,8 @@ class CPDKernelMachine(CPDModelBase):
         """
         _, half_range = data_center_and_half_range(X.cpu(), allow_constant=True)
         half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range)).to(torch.float64)
-        c = (torch.as_tensor(self.c, dtype=torch.float64).reshape(-1) if self.c is not None
-             else torch.tensor([MIN_DEFAULT_BOUNDARY_FACTOR], dtype=torch.float64))
         num_basis = int(self.num_basis) if self.num_basis is not None else int(self.max_num_basis)
-        return LENGTHSCALE_RESOLUTION * c * half_range / num_basis
+        return resolvable_lengthscale(half_range, num_basis, self.c)
 
     def _build_features(self, X: torch.Tensor) -> BasisFeatures:
         num_dims = X.shape[1]

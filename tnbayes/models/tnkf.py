@@ -19,6 +19,7 @@ from tnbayes.inference.budget import (
     check_time_budget,
     filter_budget,
     format_seconds,
+    record_measured_seconds,
     plan_within_budget,
     single_torch_thread,
     tnkf_seconds_per_row,
@@ -485,20 +486,13 @@ class TNKF(BaseModel):
 
     def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
                        fit_seconds: float) -> None:
-        """Add the measured seconds to ``budget_`` and report them; warn when estimating hyper-parameters alone
-        took more than half the budget (which no filter setting can save)."""
-        self.budget_.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
-                            seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
-        self._report(f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
-                     f"{format_seconds(self.budget_['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of "
-                     f"which {format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
-        if (self.time_budget is not None and self.hyperparameter_source_ != "given"
-                and hyperparameter_seconds > 0.5 * float(self.time_budget)):
-            warnings.warn(
-                f"TNKF: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
-                f"time_budget={float(self.time_budget):g} s; pass a smaller hyper_max_points (now "
-                f"{int(self.hyper_max_points)}) or lengthscale, measurement_noise and prior_variance.",
-                BudgetWarning, stacklevel=4)
+        """Add the measured seconds to ``budget_`` and report them (see
+        :func:`~tnbayes.inference.budget.record_measured_seconds`)."""
+        self._report(record_measured_seconds(
+            self.budget_, model="TNKF", hyperparameter_seconds=hyperparameter_seconds,
+            filter_seconds=filter_seconds, rows=rows, fit_seconds=fit_seconds, time_budget=self.time_budget,
+            estimated=self.hyperparameter_source_ != "given", hyper_max_points=int(self.hyper_max_points),
+            given_instead="lengthscale, measurement_noise and prior_variance"))
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         fit_start = time.perf_counter()

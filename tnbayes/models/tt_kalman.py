@@ -37,6 +37,7 @@ from tnbayes._validation import check_positive
 from tnbayes.basis import (
     HilbertBasis,
     hilbert_box,
+    resolvable_lengthscale,
     check_hilbert_approximation,
     data_center_and_half_range,
     resolve_kernel,
@@ -53,6 +54,7 @@ from tnbayes.inference.budget import (
     check_time_budget,
     filter_budget,
     format_seconds,
+    record_measured_seconds,
     plan_within_budget,
     single_torch_thread,
     tt_kalman_seconds_per_row,
@@ -405,12 +407,20 @@ class TTKalmanGP(BaseModel):
                 check_positive(getattr(self, name), name)
 
     # ------------------------------------------------------------------ fitting
-    def _hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    def _hyperparameters(self, X: torch.Tensor, y: torch.Tensor,
+                         extremes: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        """ℓ (D,), σ_f², σ²: given, or by ML-II on (a subsample of) X (n, D), y (n,), bounded below by the shortest
+        lengthscale the largest automatic M resolves over the training range ``extremes`` (≥ 1, D) (see
+        :func:`~tnbayes.basis.resolvable_lengthscale`)."""
         D = X.shape[1]
         estimated = None
         if self.lengthscale is None or self.outputscale is None or self.noise_variance is None:
-            estimated = estimate_kernel_hyperparameters(X, y, kernel=self.kernel, nu=self.nu,
-                                                        max_points=int(self.hyper_max_points), seed=int(self.seed))
+            _, half_range = data_center_and_half_range(extremes.cpu(), allow_constant=True)
+            half_range = torch.where(half_range > 0, half_range, torch.ones_like(half_range))
+            num_basis = int(self.num_basis) if self.num_basis is not None else self._num_basis_cap()
+            estimated = estimate_kernel_hyperparameters(
+                X, y, kernel=self.kernel, nu=self.nu, max_points=int(self.hyper_max_points), seed=int(self.seed),
+                lengthscale_lower_bound=resolvable_lengthscale(half_range, num_basis, self.c))
         if self.lengthscale is not None:
             ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
             if ls.numel() not in (1, D) or bool((ls <= 0).any()):
@@ -539,20 +549,13 @@ class TTKalmanGP(BaseModel):
 
     def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
                        fit_seconds: float) -> None:
-        """Add the measured seconds to ``budget_`` and report them; warn when estimating hyper-parameters alone
-        took more than half the budget (which no filter setting can save)."""
-        self.budget_.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
-                            seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
-        self._report(f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
-                     f"{format_seconds(self.budget_['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of "
-                     f"which {format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
-        estimated = self.lengthscale is None or self.outputscale is None or self.noise_variance is None
-        if self.time_budget is not None and estimated and hyperparameter_seconds > 0.5 * float(self.time_budget):
-            warnings.warn(
-                f"TTKalmanGP: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
-                f"time_budget={float(self.time_budget):g} s; pass a smaller hyper_max_points (now "
-                f"{int(self.hyper_max_points)}) or lengthscale, outputscale and noise_variance.",
-                BudgetWarning, stacklevel=4)
+        """Add the measured seconds to ``budget_`` and report them (see
+        :func:`~tnbayes.inference.budget.record_measured_seconds`)."""
+        self._report(record_measured_seconds(
+            self.budget_, model="TTKalmanGP", hyperparameter_seconds=hyperparameter_seconds,
+            filter_seconds=filter_seconds, rows=rows, fit_seconds=fit_seconds, time_budget=self.time_budget,
+            estimated=self.lengthscale is None or self.outputscale is None or self.noise_variance is None, hyper_max_points=int(self.hyper_max_points),
+            given_instead="lengthscale, outputscale and noise_variance"))
 
     def _prior(self, D: int) -> tuple[TTVector, torch.Tensor]:
         """Zero mean and the diagonals (D, M) of the prior root L₀ = σ_f ⊗_d diag(√S_d)."""
@@ -569,7 +572,7 @@ class TTKalmanGP(BaseModel):
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
         self.lengthscale_, self.outputscale_, self.measurement_noise_ = self._hyperparameters(
-            sample[0].to(torch.float64), sample[1].to(torch.float64))
+            sample[0].to(torch.float64), sample[1].to(torch.float64), extremes)
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.mean_constant_ = float(self.mean_constant)
         num_rows = X.num_rows if isinstance(X, StreamedRows) else int(X.shape[0])

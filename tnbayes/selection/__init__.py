@@ -4,8 +4,21 @@
   dimension-scaled lengthscale prior, restarts and a collapse check (used by :class:`~tnbayes.ExactGP`);
 * :mod:`~tnbayes.selection.hyperparameters` — the same fit on a subsample, in the data's units, for the models that
   borrow GP hyper-parameters (CPD, TNKF, TT Kalman);
+* :mod:`~tnbayes.selection.cross_validation` — k-fold CV of exact kernel ridge regression (QTKM, TKM) and of the
+  dense LS-SVM (TNKFClassifier);
+* :mod:`~tnbayes.selection.calibration` — the noise a fitted approximation earns on held-out rows (CPD models, the
+  Kalman filters);
 * :mod:`~tnbayes.selection.input_box` — what happens to test inputs outside the region a basis represents.
 """
+from tnbayes.selection.calibration import (
+    NOISE_ESTIMATES,
+    PrequentialResiduals,
+    additive_variance_estimate,
+    check_noise_estimate,
+    held_out_rows,
+    proportional_noise_estimate,
+)
+from tnbayes.selection.cross_validation import KRRSelection, lssvm_cross_validation_score, select_krr_hyperparameters
 
 from tnbayes.selection.hyperparameters import KernelHyperparameters, estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import (
@@ -30,6 +43,15 @@ from tnbayes.selection.marginal_likelihood import (
 )
 
 __all__ = [
+    "NOISE_ESTIMATES",
+    "KRRSelection",
+    "PrequentialResiduals",
+    "additive_variance_estimate",
+    "check_noise_estimate",
+    "held_out_rows",
+    "lssvm_cross_validation_score",
+    "proportional_noise_estimate",
+    "select_krr_hyperparameters",
     "COLLAPSE_LOO_R2",
     "LENGTHSCALE_PRIOR_SCALE",
     "OUT_OF_BOX_POLICIES",
