@@ -139,3 +139,27 @@ def test_every_held_out_noise_comes_from_the_one_calibration_layer(name, monkeyp
     model = make().fit(X, y)
     assert calls == [f"{form}_noise_estimate" if form == "proportional" else "additive_variance_estimate"]
     assert model.noise_variance_ == model.held_out_noise_variance_
+
+
+# what each regressor's fit report must name when built with no arguments (issue: "verbose=True says what was
+# chosen and why")
+REPORTED_CHOICES = {
+    "ExactGP": ("ML-II on", "Lengthscales"),
+    "HilbertGP": ("structure_ = ",),
+    "CPDKernelMachine": ("kernel hyper-parameters", "M = ", "rank R = ", "noise variance"),
+    "QTKM": ("λ = ", "rank R = ", "noise variance"),
+    "TKM": ("λ = ", "rank R = ", "noise variance"),
+    "FeatureLearningKM": ("rank R = ", "period families"),
+    "TNKF": ("kernel hyper-parameters", "time budget", "filter:", "predictive noise variance"),
+    "TTKalmanGP": ("kernel hyper-parameters", "time budget", "filter:", "predictive noise variance"),
+    "RFFNet": ("random Fourier features", "marginal likelihood"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORTED_CHOICES))
+def test_every_regressor_reports_its_choices(name):
+    X, y = _data(200, d=3)
+    model = getattr(tnbayes, name)().fit(X, y)
+    report = " | ".join(model.fit_report_)
+    for phrase in REPORTED_CHOICES[name]:
+        assert phrase in report, f"{name}'s fit report does not mention {phrase!r}: {report}"

@@ -314,6 +314,11 @@ class FeatureLearningKM(CPDModelBase):
                                initial_factors=self._initial_cores(X, features, rank, alpha))
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
+        self._report(f"rank R = {rank} ("
+                     + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50")
+                     + f"); {len(self.periods_)} period families {self.periods_}, α = {self.alpha_:.3g}; "
+                     f"active families after {self.regularization} learning: "
+                     f"{[self.periods_[i] for i in self.active_families_]}.")
 
     def _component_weights(self) -> torch.Tensor:
         return self.feature_weights_

@@ -237,6 +237,9 @@ class QTKM(CPDModelBase):
         self.penalty_ = float(penalty)
         self.period_ = None if self.feature_map == "polynomial" else float(period)
         self._given_or_estimated_noise = reference
+        period_text = "" if self.period_ is None else f", period P = {self.period_:.3g}"
+        self._report(f"λ = {self.penalty_:.3g}{period_text} ({self.hyperparameter_source_}); M = {int(self.num_basis)} "
+                     f"{self.feature_map} features per input.")
 
     _out_of_box_remedy = "refit with a longer period"
 

@@ -633,6 +633,10 @@ class RFFNet(_RFFNetBase):
         self.weight_prior_variance_ = posterior.prior_variance
         self.noise_variance_ = posterior.noise_variance
         self.log_marginal_likelihood_ = posterior.log_marginal_likelihood
+        self._report(f"{self.num_features_} random Fourier features, relevances trained for {self.epochs_} epochs "
+                     f"(best validation loss at epoch {self.best_epoch_}); last layer by marginal likelihood: "
+                     f"weight prior variance {self.weight_prior_variance_:.3g}, noise variance "
+                     f"{self.noise_variance_:.3g} (standardised scale).")
 
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         z = self._features(X)

@@ -332,9 +332,11 @@ class TNKF(BaseModel):
             estimate = estimate_kernel_hyperparameters(
                 X, y, kernel=family, nu=None if family == "se" else float(self.nu),
                 max_points=int(self.hyper_max_points), seed=int(self.seed))
-            self.hyperparameter_source_ = f"marginal likelihood on {estimate.num_points} points"
+            self.hyperparameter_source_ = estimate.describe()
         else:
             self.hyperparameter_source_ = "given"
+        self._report(f"kernel hyper-parameters: {self.hyperparameter_source_} (an exact GP's ML-II, ℓ/√2 for the "
+                     f"filter's data-dependent kernel; given values are kept).")
         if self.lengthscale is not None:
             ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
             if ls.numel() not in (1, num_dims) or not bool((ls > 0).all()):

@@ -313,6 +313,8 @@ class TTKalmanGP(BaseModel):
     basis_ : HilbertBasis
     lengthscale_ : torch.Tensor of shape (D,)
     outputscale_, mean_constant_ : float
+    hyperparameter_source_ : str
+        Where ℓ, σ_f², σ² come from (``"given"`` or the marginal-likelihood fit's description).
     measurement_noise_ : float
         σ² of the filter's measurement model (given ``noise_variance``, else the marginal-likelihood estimate).
     noise_variance_ : float
@@ -421,6 +423,10 @@ class TTKalmanGP(BaseModel):
             estimated = estimate_kernel_hyperparameters(
                 X, y, kernel=self.kernel, nu=self.nu, max_points=int(self.hyper_max_points), seed=int(self.seed),
                 lengthscale_lower_bound=resolvable_lengthscale(half_range, num_basis, self.c))
+        self.hyperparameter_source_ = "given" if estimated is None else estimated.describe()
+        self._report(f"kernel hyper-parameters: {self.hyperparameter_source_} (an exact GP's ML-II, lengthscales at "
+                     f"least what M ≤ {int(self.num_basis) if self.num_basis is not None else self._num_basis_cap()} "
+                     f"functions resolve; given values are kept).")
         if self.lengthscale is not None:
             ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
             if ls.numel() not in (1, D) or bool((ls <= 0).any()):
