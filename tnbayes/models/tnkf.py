@@ -124,8 +124,8 @@ class TNKF(BaseModel):
         the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
-        state before them (their kernel rows as a test input's, a prequential hold-out that costs no refit and
-        loses no row), and the predictive noise is R plus the extra variance their errors call for
+        state before them (their kernel rows without their own entry, as a new input's: a prequential hold-out that
+        costs no refit and loses no row), and the predictive noise is R plus the extra variance their errors call for
         (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance
         ``k(x)ᵀ P k(x)`` is not a GP posterior variance, and a truncated filter predicts worse than the exact GP
         whose σ² it borrowed. ``"training"``: the predictive noise is R.
@@ -548,9 +548,11 @@ class TNKF(BaseModel):
                 rows[torch.arange(last - first), position[streamed]] += self.regularization_
                 for i in range(last - first):
                     if held_out is not None and held_out.wanted(first + i, 1).stop > held_out.wanted(first + i, 1).start:
-                        # predict the row from the state before it, with the kernel row a test input would get
+                        # predict the row from the state before it, with the kernel row of a new input: without
+                        # its own entry k(x_i, x_i) (+ 1/γ), whose unprocessed prior variance p₀ would otherwise
+                        # make every held-out row look well covered even when the kernel is nearly white
                         kernel_row = rows[i].clone()
-                        kernel_row[position[streamed[i]]] -= self.regularization_
+                        kernel_row[position[streamed[i]]] = 0.0
                         kernel_tt = TTVector.from_dense(kernel_row, shape, tol=row_rule.tol,
                                                         max_rank=row_rule.max_rank)
                         held_out.add(targets[first + i:first + i + 1] - kernel_tt.dot(kalman.mean).reshape(1).cpu(),
