@@ -65,7 +65,7 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                           ["--datasets", "yacht", "--models", "exact_gp", "hilbert_gp", "--splits", "0:1",
                            "--max-train", "100"]),
     "defaults_study": (["--datasets", *DATASETS_DEFAULTS, "--splits", "0:1", "--max-train", "500", "--max-test", "500"],
-                       ["--datasets", "wilson/yacht", "--models", "exact_gp", "hilbert_gp", "sklearn_gpr",
+                       ["--datasets", "wilson/yacht", "--models", "exact_gp", "exact_gp_ml", "hilbert_gp", "sklearn_gpr",
                         "--splits", "0:1", "--max-train", "100"]),
 }
 

@@ -1,4 +1,4 @@
-"""Time budgets of the Kalman-filter regressors: cost models (seconds per streamed row) and the choice of settings.
+"""Time budgets: cost models and the choice of settings for the Kalman-filter regressors and the CPD rank search.
 
 :class:`~tnbayes.TNKF` and :class:`~tnbayes.TTKalmanGP` stream training rows through a filter whose cost per row
 is set by a few settings — TT rank caps, the basis size M, the batch size — and whose fit time is that cost times
@@ -24,6 +24,12 @@ measurements; under a heavier load a fit takes longer than predicted, on a faste
   bounded by the unfolding sizes (:func:`tnkf_row_features`).
 * TTKalmanGP: a batch of B rows costs a fixed overhead per core and per batch and contractions that grow with
   the TT ranks r_k and the basis size M (:func:`tt_kalman_row_features`).
+
+**CPD rank search.** :class:`~tnbayes.CPDKernelMachine`, :class:`~tnbayes.QTKM` and :class:`~tnbayes.TKM` with
+``rank=None`` fit R = 10, 20, 40, … in turn. The normal equations of a core cost O(N (M_k R)²), so the next rank
+is predicted from the seconds the last one took, scaled by (R_next / R)² (:func:`als_rank_seconds`); a rank whose
+fit — and the refit on 80% of the rows that estimates the noise on held-out rows (:data:`HELD_OUT_REFIT_SHARE`
+of it) — would end the fit past ``time_budget`` is not tried (:func:`next_rank_fits_budget`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ import torch
 __all__ = [
     "BudgetWarning",
     "BudgetPlan",
+    "HELD_OUT_REFIT_SHARE",
+    "als_rank_seconds",
+    "next_rank_fits_budget",
     "BATCH_SIZE_SAVING",
     "HYPERPARAMETER_SHARE",
     "MIN_ROWS",
@@ -393,6 +402,59 @@ def record_measured_seconds(budget: dict[str, Any], *, model: str, hyperparamete
     return (f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
             f"{format_seconds(budget['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of which "
             f"{format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")
+
+
+#: the refit on 80% of the rows that estimates a CPD model's noise on held-out rows costs about this share of the
+#: fit of the same rank on all rows
+HELD_OUT_REFIT_SHARE = 0.8
+
+
+def als_rank_seconds(measured_seconds: float, measured_rank: int, rank: int) -> float:
+    """Predicted seconds of an ALS fit at ``rank`` from one measured at ``measured_rank`` (same data, same sweeps).
+
+    The normal equations of a core cost O(N (M_k R)²) and dominate at the ranks the search tries, so the
+    prediction scales the measurement by (rank / measured_rank)²; at small ranks fixed costs dominate and the
+    prediction errs on the long side.
+
+    Parameters
+    ----------
+    measured_seconds : float
+    measured_rank, rank : int
+
+    Returns
+    -------
+    float
+    """
+    return float(measured_seconds) * (float(rank) / float(measured_rank)) ** 2
+
+
+def next_rank_fits_budget(time_budget: float | None, elapsed_seconds: float, measured_seconds: float,
+                          measured_rank: int, next_rank: int, held_out_refit: bool) -> tuple[bool, float]:
+    """Whether the rank search may try ``next_rank`` within ``time_budget``.
+
+    Parameters
+    ----------
+    time_budget : float or None
+        Seconds the whole fit should take (None: no budget, always True).
+    elapsed_seconds : float
+        Seconds the fit has taken so far.
+    measured_seconds : float
+        Seconds the ALS fit of ``measured_rank`` took.
+    measured_rank, next_rank : int
+    held_out_refit : bool
+        Whether the kept rank is refitted on 80% of the rows for the held-out noise estimate.
+
+    Returns
+    -------
+    fits : bool
+    predicted_seconds : float
+        Predicted seconds of the next rank's fit, its held-out refit included.
+    """
+    predicted = als_rank_seconds(measured_seconds, measured_rank, next_rank)
+    predicted *= 1.0 + (HELD_OUT_REFIT_SHARE if held_out_refit else 0.0)
+    if time_budget is None:
+        return True, predicted
+    return float(elapsed_seconds) + predicted <= float(time_budget), predicted
 
 
 def check_time_budget(time_budget: float | None) -> None:

@@ -10,12 +10,15 @@ parameters and implement :meth:`_factor_list` (the fitted cores as a list).
 
 from __future__ import annotations
 
+import time
+import warnings
 from collections.abc import Sequence
 
 import torch
 
 from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, summed_core_variances
 from tnbayes.inference.als import design_matrix
+from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
 from tnbayes.models.base import BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
@@ -40,7 +43,7 @@ class CPDModelBase(BaseModel):
     ----------------------------------
     rank_ : int
     rank_search_ : list of dict
-        Ranks tried with their residual noise variance and final objective.
+        Ranks tried with their residual noise variance, final objective and fit seconds.
     history_, sweep_objectives_ : list of float
         ALS objective after every core update / every sweep.
     residual_noise_variance_ : float
@@ -125,32 +128,73 @@ class CPDModelBase(BaseModel):
         ranks = list(ranks) if reference_noise is not None else list(ranks)[:1]
         if reference_noise is not None:  # no rank can be told apart from another below the noise floor
             reference_noise = max(float(reference_noise), NOISE_LOWER_BOUND)
+        time_budget = getattr(self, "time_budget", None)
+        held_out_refit = self._estimates_noise_on_held_out_rows(X, between_sweeps)
         self.rank_search_ = []
-        for rank in ranks:
+        over_budget = None  # (next rank, its predicted seconds, the fit's predicted end) when the budget stopped it
+        for index, rank in enumerate(ranks):
+            started = time.perf_counter()
             engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
             engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
+            seconds = time.perf_counter() - started
             residual = self._residual_noise(engine, engine.num_rows, penalty)
             self.rank_search_.append({"rank": int(rank), "residual_noise_variance": residual,
-                                      "objective": engine.history[-1]})
+                                      "objective": engine.history[-1], "seconds": seconds})
             if reference_noise is None or residual <= AUTO_RANK_TOLERANCE * reference_noise:
                 break
+            if index + 1 < len(ranks):
+                elapsed = time.perf_counter() - self._fit_started
+                fits, predicted = next_rank_fits_budget(time_budget, elapsed, seconds, int(rank), int(ranks[index + 1]),
+                                                        held_out_refit)
+                if not fits:
+                    over_budget = (int(ranks[index + 1]), predicted, elapsed + predicted)
+                    break
         self.rank_ = engine.rank
         if len(ranks) > 1:
-            reason = ("its residual noise is within {:.0%} of the reference noise".format(AUTO_RANK_TOLERANCE - 1)
-                      if residual <= AUTO_RANK_TOLERANCE * reference_noise else "it is the largest rank tried")
+            if residual <= AUTO_RANK_TOLERANCE * reference_noise:
+                reason = "its residual noise is within {:.0%} of the reference noise".format(AUTO_RANK_TOLERANCE - 1)
+            elif over_budget is not None:
+                reason = (f"the time budget: rank {over_budget[0]} was predicted to take "
+                          f"{format_seconds(over_budget[1])} (the (R'/R)² scaling of rank {engine.rank}'s "
+                          f"{format_seconds(seconds)}{', with the held-out refit' if held_out_refit else ''}), which "
+                          f"would end the fit after {format_seconds(over_budget[2])}, past time_budget={time_budget:g} s;"
+                          f" pass rank={over_budget[0]} or a larger time_budget to fit it")
+            else:
+                reason = "it is the largest rank tried"
             self._report(f"rank R = {engine.rank} of {[int(r) for r in ranks]}: {reason} "
                          f"(residual noise {residual:.3g}, reference {reference_noise:.3g}, standardised scale).")
         self._store_factors(engine.factors)
         self.history_ = list(engine.history)
         self.sweep_objectives_ = list(engine.sweep_objectives)
         held_out = None
-        if self._estimates_noise_on_held_out_rows(X, between_sweeps):
+        if held_out_refit:
             held_out = self._held_out_noise(features, X, y, engine.rank, penalty, regularizer, component_weights,
                                             max_sweeps, initial_factors)
         self._store_laplace(engine, residual, penalty, held_out)
+        self._check_fit_seconds(time_budget, held_out_refit)
         return engine
+
+    def _check_fit_seconds(self, time_budget: float | None, held_out_refit: bool) -> None:
+        """Report the fit's seconds; warn (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to
+        pass when the fit took more than 1.5 times ``time_budget`` (the rank search predicts only the ranks after
+        the first)."""
+        seconds = time.perf_counter() - self._fit_started
+        if time_budget is None:
+            return
+        self._report(f"fit {format_seconds(seconds)} of time_budget={float(time_budget):g} s "
+                     f"(ranks tried: {[entry['rank'] for entry in self.rank_search_]}).")
+        if seconds > 1.5 * float(time_budget):
+            cheaper = [f"a smaller rank (now {self.rank_})"]
+            if held_out_refit:
+                cheaper.append("noise_estimate='training' (skips the refit on held-out rows)")
+            cheaper.append("fewer max_sweeps")
+            warnings.warn(f"{type(self).__name__}: the fit took {format_seconds(seconds)}, past "
+                          f"time_budget={float(time_budget):g} s (ranks tried: "
+                          f"{[entry['rank'] for entry in self.rank_search_]}); for a faster fit "
+                          f"pass {', '.join(cheaper)}, or time_budget=None to silence this warning.",
+                          BudgetWarning, stacklevel=4)
 
     def _estimates_noise_on_held_out_rows(self, X, between_sweeps) -> bool:
         """Whether σ² comes from held-out rows: ``noise_estimate="held_out"``, no given ``noise_variance``, rows in

@@ -17,6 +17,7 @@ import inspect
 import json
 import math
 import os
+import time
 from typing import Any, ClassVar
 
 import numpy as np
@@ -206,6 +207,7 @@ class BaseModel:
                 f"Out-of-core chunk sources and distributed=True are supported by {supported}."
             )
         self.fit_report_ = []
+        self._fit_started = time.perf_counter()  # time budgets count from here
         if y is None and not chunked:
             raise ValueError("fit(X, y) needs the targets y (or X must be a ChunkedData / re-iterable of (X, y) chunks).")
         dtype, device = self.dtype_, self.device_

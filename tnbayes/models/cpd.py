@@ -33,6 +33,7 @@ from tnbayes.basis.spectral import kernel_name
 from tnbayes.inference import REGULARIZERS, BasisFeatures
 from tnbayes.inference.als import StreamedRows
 from tnbayes.models._classifier import BinaryClassifierMixin
+from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import check_noise_estimate
@@ -86,6 +87,13 @@ class CPDKernelMachine(CPDModelBase):
         Subsample size of the marginal-likelihood fit that estimates missing hyper-parameters.
     max_num_basis : int
         Cap of the automatically chosen M.
+    time_budget : float or None
+        Seconds the fit should take (default 60). With ``rank=None`` a larger rank is tried only while its
+        predicted fit time — the last rank's seconds scaled by (R'/R)², plus the refit of ``noise_estimate=
+        "held_out"`` — ends within the budget (:func:`~tnbayes.inference.budget.next_rank_fits_budget`);
+        ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. A fit that ends past 1.5
+        times the budget warns (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to pass.
+        None: no budget.
     ard : bool
         Estimate one lengthscale per input (default) or one shared lengthscale.
     out_of_box : {"clip", "raise"}
@@ -147,7 +155,8 @@ class CPDKernelMachine(CPDModelBase):
 
     **Rank.** ``rank=None`` tries R = 10, 20, 40 (while M·R ≤ 1600) and keeps the first whose residual noise
     estimate RSS/(N − dof) is within 10% of the GP's σ², i.e. the first rank that explains the data as well
-    as the exact GP's model does (a rank-limited fit otherwise leaves systematic misfit in the residuals).
+    as the exact GP's model does (a rank-limited fit otherwise leaves systematic misfit in the residuals), or
+    the last rank the ``time_budget`` allows.
 
     **Uncertainty.** Given all cores but d the model is linear-Gaussian in core d, so
     ``vec(W_d) | rest ~ N(MAP, σ² (A_dᵀA_d + λ I⊗H_d)⁻¹)`` exactly. ``"all_cores"`` (default) sums the
@@ -188,7 +197,7 @@ class CPDKernelMachine(CPDModelBase):
                  outputscale: float | None = None, noise_variance: float | None = None,
                  c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", noise_estimate: str = "held_out",
-                 hyper_max_points: int = 1000,
+                 hyper_max_points: int = 1000, time_budget: float | None = 60.0,
                  max_num_basis: int = 40, ard: bool = True, out_of_box: str = "clip",
                  chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -209,6 +218,7 @@ class CPDKernelMachine(CPDModelBase):
         self.uncertainty = uncertainty
         self.noise_estimate = noise_estimate
         self.hyper_max_points = hyper_max_points
+        self.time_budget = time_budget
         self.max_num_basis = max_num_basis
         self.ard = ard
         self.out_of_box = out_of_box
@@ -230,6 +240,7 @@ class CPDKernelMachine(CPDModelBase):
         if self.regularizer not in REGULARIZERS:
             raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {self.regularizer!r}.")
         check_out_of_box_policy(self.out_of_box)
+        check_time_budget(self.time_budget)
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         check_noise_estimate(self.noise_estimate)

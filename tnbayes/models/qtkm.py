@@ -27,6 +27,7 @@ import torch
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows
 from tnbayes.inference import FourierPolynomialFeatures
 from tnbayes.inference.als import StreamedRows
+from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import check_noise_estimate
@@ -81,6 +82,13 @@ class QTKM(CPDModelBase):
         the errors of a refit on 80% of the rows on the other 20% (default), or the training rule (see Notes).
     hyper_max_points : int
         Subsample size of the cross-validation.
+    time_budget : float or None
+        Seconds the fit should take (default 60). With ``rank=None`` a larger rank is tried only while its
+        predicted fit time — the last rank's seconds scaled by (R'/R)², plus the refit of ``noise_estimate=
+        "held_out"`` — ends within the budget (:func:`~tnbayes.inference.budget.next_rank_fits_budget`);
+        ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. A fit that ends past 1.5
+        times the budget warns (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to pass.
+        None: no budget.
     cv_folds : int
         Folds of the cross-validation (the paper uses 3).
     penalty_grid, period_grid : sequence of float, optional
@@ -126,7 +134,7 @@ class QTKM(CPDModelBase):
 
     **Rank.** ``rank=None`` tries R = 10, 20, 40, 80 (QTKM) or 5, 10, 20, 40 (TKM; the same parameter
     budgets for M = 16) and keeps the first whose residual noise RSS/(N − dof) is within 10% of the exact
-    KRR's on the CV subsample.
+    KRR's on the CV subsample, or the last one the ``time_budget`` allows.
 
     **Uncertainty.** With λ read as σ²/σ_w², the objective is a Gaussian-prior negative log posterior and the
     same Laplace-type conditional-core posteriors as T-KRR give the predictive variance (for complex
@@ -150,7 +158,7 @@ class QTKM(CPDModelBase):
                  quantized: bool = True, normalize_features: bool = True, noise_variance: float | None = None,
                  max_sweeps: int = 20,
                  tol: float = 1e-6, uncertainty: str = "all_cores", noise_estimate: str = "held_out",
-                 hyper_max_points: int = 1000, cv_folds: int = 3,
+                 hyper_max_points: int = 1000, cv_folds: int = 3, time_budget: float | None = 60.0,
                  penalty_grid: Sequence[float] | None = None, period_grid: Sequence[float] | None = None,
                  out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, distributed: bool = False,
                  normalize_y: bool = True,
@@ -171,6 +179,7 @@ class QTKM(CPDModelBase):
         self.uncertainty = uncertainty
         self.noise_estimate = noise_estimate
         self.hyper_max_points = hyper_max_points
+        self.time_budget = time_budget
         self.cv_folds = cv_folds
         self.penalty_grid = penalty_grid
         self.period_grid = period_grid
@@ -191,6 +200,7 @@ class QTKM(CPDModelBase):
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         check_out_of_box_policy(self.out_of_box)
+        check_time_budget(self.time_budget)
         check_noise_estimate(self.noise_estimate)
         if self.period is not None and (not math.isfinite(float(self.period)) or float(self.period) < 1.0):
             raise ValueError(f"period must be a number >= 1 (inputs are scaled to [-0.5, 0.5], so P < 1 would wrap "

@@ -1,0 +1,67 @@
+"""Time budget of the CPD rank search (CPDKernelMachine, QTKM, TKM): the cost model, the stop, the report, the warning.
+
+Not a timed test: a budget far below any fit (1 ns) or none at all makes the outcome independent of the machine.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tnbayes
+import tnbayes.models._cpd_base as cpd_base
+from tnbayes.inference.budget import HELD_OUT_REFIT_SHARE, BudgetWarning, als_rank_seconds, next_rank_fits_budget
+
+MODELS = [tnbayes.CPDKernelMachine, tnbayes.QTKM, tnbayes.TKM]
+
+
+def _data(n=80, D=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, D))
+    return X, np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.05 * rng.standard_normal(n)
+
+
+def test_next_rank_is_predicted_by_the_square_of_the_rank_ratio_plus_the_held_out_refit():
+    assert als_rank_seconds(7.0, 10, 20) == pytest.approx(28.0)
+    fits, predicted = next_rank_fits_budget(60.0, 20.0, 7.0, 10, 20, held_out_refit=True)
+    assert predicted == pytest.approx(28.0 * (1 + HELD_OUT_REFIT_SHARE))
+    assert not fits  # 20 s + 50.4 s > 60 s
+    fits, predicted = next_rank_fits_budget(60.0, 20.0, 7.0, 10, 20, held_out_refit=False)
+    assert predicted == pytest.approx(28.0) and fits  # 48 s ≤ 60 s
+    assert next_rank_fits_budget(None, 1e9, 1e9, 10, 80, held_out_refit=True)[0]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_budget_stops_the_rank_search_says_so_and_warns(model, monkeypatch):
+    # every rank misses the reference noise, so only the budget (or the end of the ladder) stops the search
+    monkeypatch.setattr(cpd_base, "AUTO_RANK_TOLERANCE", 0.0)
+    X, y = _data()
+    with pytest.warns(BudgetWarning, match="time_budget"):
+        tight = model(time_budget=1e-9, max_sweeps=2).fit(X, y)
+    assert [entry["rank"] for entry in tight.rank_search_] == [tight.rank_]
+    assert tight.rank_search_[0]["seconds"] > 0
+    stop = [line for line in tight.fit_report_ if line.startswith("rank R =")]
+    assert len(stop) == 1 and "time budget" in stop[0] and "pass rank=" in stop[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)  # no budget, no warning
+        free = model(time_budget=None, max_sweeps=2).fit(X, y)
+    assert len(free.rank_search_) > 1
+    assert "largest rank tried" in next(line for line in free.fit_report_ if line.startswith("rank R ="))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_given_rank_is_never_searched(model):
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        fitted = model(rank=3, time_budget=1e-9, max_sweeps=2).fit(X, y)
+    assert fitted.rank_ == 3 and len(fitted.rank_search_) == 1
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("budget", [0.0, -5.0, float("nan"), "60"])
+def test_bad_time_budget(model, budget):
+    X, y = _data(30)
+    with pytest.raises(ValueError, match="time_budget"):
+        model(time_budget=budget).fit(X, y)
