@@ -59,11 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
                          "default $TNBAYES_DATA_MIRROR)")
     fe.add_argument("--force", action="store_true", help="download again even if the files are there")
     sub.add_parser("models", help="list the registered model names")
+    sub.add_parser("demo", help="ExactGP vs CPDKernelMachine vs HilbertGP on bundled data (as `make demo`)",
+                   add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tnbayes`` command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        from tnbayes.demo import main as demo_main
+
+        return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "datasets":
         return _datasets(offline_only=args.offline)
