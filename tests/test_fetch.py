@@ -79,10 +79,8 @@ def _mirror_path(root: Path, url: str) -> Path:
     return root / parsed.netloc / parsed.path.lstrip("/")
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A file:// mirror of every GitHub source, laid out as MIRROR/HOST/PATH."""
-    root = tmp_path_factory.mktemp("mirror")
+def build_mirror(root: Path) -> Path:
+    """Write a mirror of every GitHub source into ``root``, laid out as MIRROR/HOST/PATH."""
     for url in _fetch.PINS:
         data = _upstream_bytes(url)
         if data is None:
@@ -91,6 +89,12 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return root
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file:// mirror of every GitHub source, laid out as MIRROR/HOST/PATH."""
+    return build_mirror(tmp_path_factory.mktemp("mirror"))
 
 
 def _files_under(path: Path) -> list[Path]:
