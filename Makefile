@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   - create .venv if needed, install tnbayes, compare models on a bundled real dataset
+#   make demo   - create .venv if needed, install tnbayes, ExactGP vs CPDKernelMachine vs HilbertGP on a
+#                 bundled real dataset and a toy set (about a minute): table + figures in demo_output/
 #   make test   - create .venv if needed, install tnbayes with test extras, run the test suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,7 @@ $(VENV)/.installed: pyproject.toml tools/bootstrap_env.sh
 env: $(VENV)/.installed
 
 demo: env
-	$(VENV)/bin/tnbayes compare --models exact_gp --datasets wilson/yacht toy-sin --splits 0:3 --out $(DEMO_OUT)
+	$(PY) -m tnbayes.demo --out $(DEMO_OUT)
 
 test: env
 	$(PY) -m pytest -q

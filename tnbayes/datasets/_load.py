@@ -10,9 +10,14 @@ from typing import Any
 import numpy as np
 
 from ._readers import READERS, RawData
-from ._registry import REGISTRY, DatasetSpec, resolve_name
+from ._registry import _WILSON_SETS, REGISTRY, DatasetSpec, resolve_name
 
-__all__ = ["Split", "load", "info", "list_datasets", "data_dir", "DATA_DIR_ENV"]
+# plain spellings of Wilson folders ('servo' for 'wilson/servo'): same files, listed once
+_WILSON_ALIASES = frozenset(f for f in _WILSON_SETS if REGISTRY.get(f) is not None
+                            and REGISTRY[f].reader == "uci_wilson")
+
+__all__ = ["Split", "load", "info", "list_datasets", "data_dir", "DATA_DIR_ENV", "availability",
+           "bundled_datasets"]
 
 #: Environment variable naming the data directory.
 DATA_DIR_ENV = "TNBAYES_DATA_DIR"
@@ -130,27 +135,84 @@ def _bundled(rel: str) -> Path:
     return _BUNDLED_DIR.joinpath(*rel.split("/"))
 
 
+def _root(root: str | os.PathLike[str] | None) -> Path:
+    return data_dir() if root is None else Path(root).expanduser()
+
+
 def _resolve_files(spec: DatasetSpec, root: Path | None) -> list[Path]:
     """Data directory first (all files of the dataset from there), then the bundled copy."""
-    base = data_dir() if root is None else Path(root).expanduser()
+    base = _root(root)
     in_dir = [base.joinpath(*rel.split("/")) for rel in spec.files]
     if all(p.is_file() for p in in_dir):
         return in_dir
     bundled = [_bundled(rel) for rel in spec.files]
     if all(p.is_file() for p in bundled):
         return bundled
-    missing = [p for p in in_dir if not p.is_file()]
-    where = (f"the data_dir argument ({base})" if root is not None else
-             f"the data directory {base} (set by {DATA_DIR_ENV}="
-             f"{os.environ.get(DATA_DIR_ENV)!r})" if os.environ.get(DATA_DIR_ENV) else
-             f"the default data directory {base} ({DATA_DIR_ENV} is not set)")
-    raise FileNotFoundError(
-        f"Dataset {spec.name!r} needs the file(s) {', '.join(str(p) for p in missing)}, which "
-        f"do not exist in {where}, and no copy is bundled with tnbayes. Point the environment "
-        f"variable {DATA_DIR_ENV} (or load(..., data_dir=...)) to a folder laid out like the "
-        f"tnbayes data bundle, containing {', '.join(spec.files)}. Where to get it: "
-        f"{spec.origin}."
-    )
+    raise FileNotFoundError(_missing_message(spec, base, root is not None))
+
+
+def _missing_message(spec: DatasetSpec, base: Path, explicit: bool) -> str:
+    from ._fetch import download_size, recipes_for
+
+    where = (f"the folder {base} (data_dir argument)" if explicit else
+             f"the data directory {base} (set by {DATA_DIR_ENV})" if os.environ.get(DATA_DIR_ENV)
+             else f"the data directory {base} (default; set {DATA_DIR_ENV} to use another)")
+    offline = ", ".join(bundled_datasets())
+    head = (f"Dataset {spec.name!r} is not bundled with tnbayes and not in {where}.")
+    if recipes_for(spec) is not None:
+        kb = max(1, download_size(spec.name) // 1000)
+        dir_opt = f" --data-dir {base}" if explicit else ""
+        return (f"{head} Download it once (about {kb:,} kB from {spec.source.split(' ')[0]}, "
+                f"checked against a pinned SHA-256) with\n\n    tnbayes fetch {spec.name}{dir_opt}\n\n"
+                f"or tnbayes.datasets.fetch({spec.name!r}) in Python; later loads read the copy "
+                f"in {base}. Bundled sets that work offline: {offline} (and the synthetic "
+                f"'toy-sin', 'toy-step', 'toy-heteroscedastic').")
+    return (f"{head} It cannot be downloaded automatically: {spec.origin}. Put the files "
+            f"{', '.join(spec.files)} into {base}. Bundled sets that work offline: {offline}.")
+
+
+def bundled_datasets() -> list[str]:
+    """Return the canonical names of the real datasets that ship with tnbayes (work offline).
+
+    Returns
+    -------
+    list of str
+        Sorted names whose files are all in the package's bundle (aliases of the same
+        files are left out).
+    """
+    return sorted(name for name, spec in REGISTRY.items()
+                  if name == spec.name and not (name in _WILSON_ALIASES)
+                  and all(_bundled(rel).is_file() for rel in spec.files))
+
+
+def availability(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> str:
+    """Say where a dataset would be read from, without reading it.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_datasets`.
+    data_dir : path, optional
+        Data directory to look in; default :func:`data_dir`.
+
+    Returns
+    -------
+    {"synthetic", "bundled", "cached", "fetchable", "manual"}
+        ``"synthetic"``/``"bundled"``: works offline with no data directory; ``"cached"``: all
+        files are in the data directory; ``"fetchable"``: :func:`fetch` (``tnbayes fetch NAME``)
+        downloads it; ``"manual"``: the files must be built and placed by hand (``airline``).
+    """
+    from ._fetch import recipes_for
+
+    if _normalise_synthetic(name) in SYNTHETIC:
+        return "synthetic"
+    spec = resolve_name(name)
+    if all(_bundled(rel).is_file() for rel in spec.files):
+        return "bundled"
+    base = _root(data_dir)
+    if all(base.joinpath(*rel.split("/")).is_file() for rel in spec.files):
+        return "cached"
+    return "fetchable" if recipes_for(spec) is not None else "manual"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,8 +322,9 @@ def load(
     data_dir : path, optional
         Directory searched first for the files; default :func:`data_dir`
         (``$TNBAYES_DATA_DIR`` or a user cache directory). A copy bundled with tnbayes
-        (``wilson/yacht``, ``wilson/energy``, ``wilson/concrete``, ``wilson/servo``,
-        ``airfoil``) is used when the directory lacks the files.
+        (see :func:`bundled_datasets`: ``airfoil``, ``co2``, ``wilson/yacht``,
+        ``wilson/energy``, ``wilson/concrete``, ``wilson/servo``) is used when the directory
+        lacks the files; other sets are downloaded once with :func:`fetch`.
     test_fraction : float in (0, 1), optional
         Test fraction of a random split (default 0.1). Not allowed for fixed splits.
     seed : int, optional
@@ -284,8 +347,8 @@ def load(
     ValueError
         Unknown name (with close matches), split out of range, or bad keyword values.
     FileNotFoundError
-        When neither the data directory nor the bundled copy has the files; the message names
-        the missing path, the environment variable and where to obtain the file.
+        When neither the data directory nor the bundled copy has the files; the message gives
+        the one command that downloads them (``tnbayes fetch NAME``), or where to obtain them.
 
     Examples
     --------

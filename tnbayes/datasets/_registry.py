@@ -525,11 +525,12 @@ def _build_registry() -> dict[str, DatasetSpec]:
             "of that permutation (a uniform random, nested subset), returned in file order."
         ),
         origin=(
-            "the tnbayes data bundle (shared/data/airline/): airline_2008_jan_apr.csv.gz is "
-            "rebuilt from repository TrivadisPF/platys-modern-data-platform (commit "
-            "44ebced7987600c63a577b400799e1d7afe44de9) test-data/flight-data/"
-            "flights-medium-parquet-partitioned/flights/year=2008/month={1,2,3,4}/ joined with "
-            "JavierAntoran/JavierAntoran.github.io assets/datasets/plane-data.csv; "
+            "no single public file; rebuild it (recipe in docs/datasets.md, 'airline'): "
+            "airline_2008_jan_apr.csv.gz = the Jan-Apr 2008 flights of the ASA Data Expo 2009 "
+            "(e.g. repository TrivadisPF/platys-modern-data-platform, commit "
+            "44ebced7987600c63a577b400799e1d7afe44de9, test-data/flight-data/"
+            "flights-medium-parquet-partitioned/flights/year=2008/month={1,2,3,4}/) joined with "
+            "plane-data.csv (JavierAntoran/JavierAntoran.github.io assets/datasets/); "
             "split_800k_seed0.npz holds 'train' = sorted(default_rng(0).permutation(2055733)"
             "[:700000]) and 'test' = sorted([700000:800000])"
         ),
