@@ -61,3 +61,58 @@ def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fit reports, clipped inputs and ill-conditioned tiny fits
         check(estimator)
+
+
+def _data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2)) * [1.0, 50.0]  # columns on different scales: the scaler matters
+    return X, np.sin(2 * X[:, 0]) + 0.02 * X[:, 1] + 0.05 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("model, grid", [
+    (tnbayes.CPDKernelMachine(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40), {"rank": [1, 2]}),
+    (tnbayes.HilbertGP(max_iter=10, num_basis=6), {"kernel": ["se", "matern"]}),
+    (tnbayes.ExactGP(num_restarts=0, max_iter=15), {"kernel": ["rbf", "matern"]}),
+], ids=lambda v: type(v).__name__ if hasattr(v, "fit") else "")
+def test_pipeline_in_grid_search_and_cross_val_score(model, grid):
+    X, y = _data()
+    pipe = make_pipeline(StandardScaler(), model)
+    assert is_regressor(pipe) and is_regressor(model)
+    scores = cross_val_score(pipe, X, y, cv=3)
+    assert scores.shape == (3,) and np.all(np.isfinite(scores))
+    name = pipe.steps[-1][0]
+    search = GridSearchCV(pipe, {f"{name}__{k}": v for k, v in grid.items()}, cv=2).fit(X, y)
+    assert search.best_score_ > 0.0
+    check_is_fitted(search.best_estimator_[-1])
+    assert search.predict(X[:5]).shape == (5,)
+
+
+def test_classifiers_are_classifiers():
+    for model in SMALL:
+        assert is_classifier(model) == hasattr(model, "predict_proba"), type(model).__name__
+        assert is_regressor(model) != is_classifier(model)
+
+
+def test_not_fitted_error_is_sklearns():
+    assert issubclass(tnbayes.NotFittedError, sklearn.exceptions.NotFittedError)
+    assert issubclass(tnbayes.NotFittedError, RuntimeError)
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        check_is_fitted(tnbayes.HilbertGP())
+
+
+def test_predict_return_std_cov_and_sample_y_as_gaussian_process_regressor():
+    X, y = _data(30)
+    model = tnbayes.HilbertGP(max_iter=10, num_basis=6).fit(X, y)
+    mean, std = model.predict(X[:7], return_std=True)
+    mean_c, cov = model.predict(X[:7], return_cov=True)
+    np.testing.assert_allclose(mean, mean_c)
+    np.testing.assert_allclose(np.sqrt(np.diag(cov)), std, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="return_std or return_cov"):
+        model.predict(X, return_std=True, return_cov=True)
+    draws = model.sample_y(X[:7], n_samples=500)
+    assert draws.shape == (7, 500)
+    np.testing.assert_array_equal(draws, model.sample_y(X[:7], n_samples=500))  # random_state=0 by default
+    latent = model.posterior(X[:7], observation_noise=False)
+    np.testing.assert_allclose(draws.mean(axis=1), latent.mean.numpy(), atol=4 * float(latent.stddev.max()) / 20)
+    noisy = model.sample_y(X[:7], n_samples=500, random_state=1, observation_noise=True)
+    assert noisy.std(axis=1).mean() > draws.std(axis=1).mean()

@@ -379,6 +379,19 @@ class BaseModel(RegressorMixin, BaseEstimator):
         yt = check_targets(y, n_samples=mean.shape[0], dtype=mean.dtype, device=mean.device)
         return float(1.0 - ((yt - mean) ** 2).sum() / ((yt - yt.mean()) ** 2).sum())
 
+    def to_botorch(self):
+        """This fitted regressor as a BoTorch model, for acquisition functions and ``optimize_acqf``.
+
+        Returns
+        -------
+        tnbayes.integrations.botorch.BoTorchModel
+            A ``botorch.models.model.Model`` whose ``posterior(X)`` takes inputs of shape (b, q, d), is joint over
+            q, excludes the observation noise unless asked, and is differentiable in X (see that class).
+        """
+        from tnbayes.integrations.botorch import BoTorchModel
+
+        return BoTorchModel(self)
+
     @property
     def noise_std(self) -> float:
         """Fitted observation-noise standard deviation in the units of ``y``."""
@@ -408,6 +421,11 @@ class BaseModel(RegressorMixin, BaseEstimator):
         Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_,
                           model_name=type(self).__name__)
         check_feature_names(self, X, reset=False)
+        return self._scale_inputs(Xt)
+
+    def _scale_inputs(self, Xt: torch.Tensor) -> torch.Tensor:
+        """Scale validated inputs (n, D) and apply the ``out_of_box`` policy; differentiable in ``Xt`` inside the
+        box (what :meth:`to_botorch` differentiates through)."""
         Xs = self.x_scaler_.transform(Xt)
         box = self._prediction_box()
         if box is None:
