@@ -97,6 +97,8 @@ class ExactGP(BaseModel):
         Repeated (x, y) records left out of the marginal likelihood (0 with ``drop_duplicates=False``).
     history_ : list of float
         Final objective of each optimiser run, in the order they ran.
+    n_iter_ : int
+        ``len(history_)``: the optimiser runs (restarts included; each at most ``max_iter`` iterations).
     ml_starts_ : list of str
         Where each run started (``"prior mode"``, ``"random"``, ``"collapse check"``).
     loo_r2_ : float
@@ -183,6 +185,7 @@ class ExactGP(BaseModel):
         self.train_targets_ = y
         self.neg_mll_ = fit.objective
         self.history_ = fit.history
+        self.n_iter_ = len(self.history_)
         self.ml_starts_ = fit.starts
         self.collapsed_ = fit.collapsed
         self.loo_r2_ = fit.loo_r2

@@ -207,6 +207,8 @@ class HilbertGP(BaseModel):
         Negative log marginal likelihood per point at the optimum.
     history_ : list of dict
         One entry per (M, c) round of the chosen structure: M, c, lengthscale and negative MLL.
+    n_iter_ : int
+        ``len(history_)``: the (M, c) rounds of ML-II that ran (each at most ``max_iter`` L-BFGS iterations).
 
     Notes
     -----
@@ -258,7 +260,6 @@ class HilbertGP(BaseModel):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        check_out_of_box_policy(out_of_box)
         self.out_of_box = out_of_box
         self.kernel = kernel
         self.nu = nu
@@ -487,6 +488,7 @@ class HilbertGP(BaseModel):
 
     # ------------------------------------------------------------------ fitting
     def _validate_hyperparameters(self, num_dims: int) -> None:
+        check_out_of_box_policy(self.out_of_box)
         if self.structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}; got {self.structure!r}.")
         if self.product_inputs is not None:
@@ -670,6 +672,7 @@ class HilbertGP(BaseModel):
         self._set_structure(chosen["structure"], chosen["basis"].num_basis, num_dims,
                             {"inputs": chosen["product_inputs"], "indices": chosen["product_indices"]})
         self.basis_, self.history_ = chosen["basis"], chosen["history"]
+        self.n_iter_ = len(self.history_)
         values, loss = chosen["values"], chosen["loss"]
         # report what the final basis really is (a last enlargement may not have been refitted)
         self.num_basis_ = self.basis_.num_basis
