@@ -115,6 +115,18 @@ class BaseModel(RegressorMixin, BaseEstimator):
     fit_report_ : list of str
         The choices ``fit`` made from the data (hyper-parameters, basis sizes, ranks, structure) and why, one
         sentence each; printed as they are made when ``verbose=True``.
+    n_iter_ : int
+        Iterations of the fit's main loop: ALS sweeps (CPD models, QTKM, TKM, FL), optimiser runs (ExactGP),
+        (M, c) rounds of ML-II (HilbertGP), epochs (RFFNet), filter updates (TNKF: rows; TTKalmanGP: batches).
+    history_ : list of float of length n_iter_
+        The loop's objective after each of those iterations: ALS objective, negative log marginal likelihood
+        per point, mean training loss, or the filter's covariance trace tr(P). Finer records keep their own
+        names (``update_objectives_``, ``objective_history_``, ``validation_losses_``, ``adapt_rounds_``, …).
+    converged_ : bool
+        Whether the loop's stopping rule (ALS ``tol``, early stopping, the (M, c) approximation rule) ended it
+        before its iteration budget; True where the loop has no stopping rule to meet (a fixed number of
+        optimiser runs). ALS fits that end their budget far from converged warn with
+        :class:`sklearn.exceptions.ConvergenceWarning`.
 
     Notes
     -----

@@ -205,10 +205,16 @@ class HilbertGP(BaseModel):
         Lower Cholesky factor L of B; the weight covariance is σ² (L Lᵀ)⁻¹.
     neg_mll_ : float
         Negative log marginal likelihood per point at the optimum.
-    history_ : list of dict
-        One entry per (M, c) round of the chosen structure: M, c, lengthscale and negative MLL.
     n_iter_ : int
-        ``len(history_)``: the (M, c) rounds of ML-II that ran (each at most ``max_iter`` L-BFGS iterations).
+        The (M, c) rounds of ML-II that ran for the chosen structure (each at most ``max_iter`` L-BFGS iterations).
+    history_ : list of float of length n_iter_
+        Negative log marginal likelihood per point after every (M, c) round.
+    converged_ : bool
+        Whether the (M, c) rounds stopped because the box and basis met the approximation rule, before
+        ``max_adapt_rounds`` ran out (True when ``num_basis`` and ``c`` are given or for the hybrid: one fit, no
+        rounds to stop).
+    adapt_rounds_ : list of dict
+        One entry per (M, c) round: M, c, lengthscale and negative MLL.
 
     Notes
     -----
@@ -584,6 +590,7 @@ class HilbertGP(BaseModel):
         candidates = list(range(num_dims)) if self.product_inputs is None else [int(d) for d in self.product_inputs]
         history: list[dict[str, Any]] = []
         started = time.perf_counter()
+        converged = not adapt  # one fit and no rule to meet
         for _ in rounds:
             self.basis_ = HilbertBasis(num_basis, L=(c * half_range.cpu()).tolist(), center=center.tolist(),
                                        num_dims=num_dims)
@@ -605,13 +612,14 @@ class HilbertGP(BaseModel):
             need_c, need_m = hilbert_box(ls.cpu().expand(num_dims), half_range.cpu(), rule, c=self.c)
             need_m = min(need_m if self.num_basis is None else num_basis, self._max_num_basis(structure, num_dims))
             if bool((need_c <= c * (1 + 1e-9)).all()) and need_m <= num_basis:
+                converged = True
                 break
             c, num_basis = torch.maximum(c, need_c), max(num_basis, need_m)
             init = values
         return {"structure": structure, "product_inputs": list(self.product_inputs_),
                 "product_indices": self.product_indices_, "product_num_basis": self.product_num_basis_,
                 "basis": self.basis_, "stats": stats, "values": values, "loss": loss, "history": history,
-                "seconds": time.perf_counter() - started}
+                "converged": converged, "seconds": time.perf_counter() - started}
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         resolve_kernel(self.kernel, self.nu)
@@ -671,8 +679,10 @@ class HilbertGP(BaseModel):
              "chosen": f is chosen, "seconds": f["seconds"]} for f in fits]
         self._set_structure(chosen["structure"], chosen["basis"].num_basis, num_dims,
                             {"inputs": chosen["product_inputs"], "indices": chosen["product_indices"]})
-        self.basis_, self.history_ = chosen["basis"], chosen["history"]
+        self.basis_, self.adapt_rounds_ = chosen["basis"], chosen["history"]
+        self.history_ = [float(entry["neg_mll"]) for entry in self.adapt_rounds_]
         self.n_iter_ = len(self.history_)
+        self.converged_ = bool(chosen["converged"])
         values, loss = chosen["values"], chosen["loss"]
         # report what the final basis really is (a last enlargement may not have been refitted)
         self.num_basis_ = self.basis_.num_basis

@@ -475,6 +475,10 @@ class _RFFNetBase(BaseModel):
         self.training_losses_ = log.training_losses
         self.best_epoch_ = log.best_epoch
         self.epochs_ = log.epochs
+        self.n_iter_ = int(log.epochs)
+        self.history_ = [float(value) for value in log.training_losses]
+        # early stopping (patience epochs without a better validation loss) ended training before max_epochs
+        self.converged_ = bool(log.epochs < int(self.max_epochs))
         self.training_seconds_ = log.seconds
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
@@ -601,6 +605,13 @@ class RFFNet(_RFFNetBase):
     validation_losses_, training_losses_ : list of float
         Per epoch.
     best_epoch_, epochs_ : int
+    n_iter_ : int
+        Epochs run (``epochs_``).
+    history_ : list of float of length n_iter_
+        Mean training loss of every epoch (``training_losses_``).
+    converged_ : bool
+        Whether early stopping (``patience`` epochs without a better validation loss) ended training before
+        ``max_epochs`` (never without a validation split).
     training_seconds_ : float
     """
 
