@@ -32,8 +32,11 @@ class BoTorchModel(Model):
     -----
     ``posterior(X)`` is joint over the q points of each batch: the full latent covariance of the model (HilbertGP's
     weight posterior, the Laplace covariance of the CPD models, the Kalman covariance, the exact GP's). Batches
-    with q = 1 are computed in one call with marginal variances. ``condition_on_observations`` is not supported:
-    refit the tnbayes model on the extended data and call ``to_botorch()`` again.
+    with q = 1 are computed in one call with marginal variances.
+
+    ``condition_on_observations(X, Y)`` returns a new adapter around a conditioned copy where the model has a cheap
+    exact update (HilbertGP: a rank-k update of its Bayesian-linear-regression weight posterior, hyper-parameters
+    kept); other models raise ``NotImplementedError``: refit them on the extended data and call ``to_botorch()``.
     """
 
     _num_outputs = 1
@@ -105,7 +108,39 @@ class BoTorchModel(Model):
         posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
         return posterior if posterior_transform is None else posterior_transform(posterior)
 
-    def condition_on_observations(self, X: torch.Tensor, Y: torch.Tensor, **kwargs: Any) -> Model:
-        """Not supported: refit the tnbayes model on the extended data and call ``to_botorch()`` again."""
-        raise NotImplementedError(f"{type(self.tnbayes_model).__name__}.to_botorch() does not support "
-                                  f"condition_on_observations; refit on the extended data and call to_botorch().")
+    def condition_on_observations(self, X: torch.Tensor, Y: torch.Tensor, **kwargs: Any) -> "BoTorchModel":
+        """The model conditioned on new observations, hyper-parameters kept (no refit).
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (k, d)
+            New inputs in the user's units.
+        Y : torch.Tensor of shape (k, 1) or (k,)
+            Their observations in the units of the training targets.
+        **kwargs
+            ``noise`` is ignored: the model's noise is homoscedastic (its fitted ``noise_variance_``).
+
+        Returns
+        -------
+        BoTorchModel
+            A new adapter around a conditioned copy of the tnbayes model (this one is unchanged); its posterior is
+            the model's posterior computed on the union of the training rows and the new ones.
+
+        Raises
+        ------
+        NotImplementedError
+            For models without a cheap exact update (all but HilbertGP), and for batched X or Y (fantasies).
+        """
+        model = self.tnbayes_model
+        update = getattr(model, "condition_on_observations", None)
+        if update is None:
+            raise NotImplementedError(
+                f"{type(model).__name__} has no cheap exact update of its posterior, so its BoTorch model does not "
+                f"support condition_on_observations (or fantasize); refit the {type(model).__name__} on the "
+                "extended data and call to_botorch() again, or use a HilbertGP surrogate, which supports it.")
+        if X.ndim != 2 or Y.shape[:1] != X.shape[:1] or Y.ndim > 2 or (Y.ndim == 2 and Y.shape[-1] != 1):
+            raise NotImplementedError(f"condition_on_observations takes X of shape (k, d) and Y of shape (k, 1); "
+                                      f"got {tuple(X.shape)} and {tuple(Y.shape)} (batched conditioning, as "
+                                      "fantasize uses, is not supported).")
+        X = self.transform_inputs(X)
+        return BoTorchModel(update(X.detach(), Y.detach().reshape(-1)))

@@ -213,7 +213,7 @@ class CPDModelBase(BaseModel):
         budget = self._sweep_budget_parameter
         warnings.warn(f"{type(self).__name__}: ALS stopped at {budget}={sweep_budget} with the objective still "
                       f"changing by {change:.3g} (relative) in its last sweep, far above tol={tol:g}; pass a larger "
-                      f"{budget} (or a larger tol) for a converged fit.", ConvergenceWarning, stacklevel=4)
+                      f"{budget} (or a larger tol) for a converged fit.", ConvergenceWarning, stacklevel=5)
 
     def _check_fit_seconds(self, time_budget: float | None, held_out_refit: bool) -> None:
         """Report the fit's seconds; warn (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to

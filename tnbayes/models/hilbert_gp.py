@@ -21,6 +21,7 @@ and the weight posterior is N(B⁻¹ S Φᵀ r, σ² B⁻¹).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tnbayes._validation import check_positive
+from tnbayes._validation import ArrayLike, check_positive, check_targets
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
@@ -783,6 +784,44 @@ class HilbertGP(BaseModel):
         if full_covariance:
             return mean, (self.noise_variance_ * (V.T @ V)).to(out_dtype)
         return mean, (self.noise_variance_ * (V * V).sum(0)).to(out_dtype)
+
+    def condition_on_observations(self, X: ArrayLike, y: ArrayLike) -> "HilbertGP":
+        """A copy whose weight posterior also conditions on new rows, with every hyper-parameter kept.
+
+        The weight posterior is a Bayesian linear regression, w | y ~ N(B⁻¹ Zᵀ(y − c), σ² B⁻¹) with
+        B = ZᵀZ + (σ²/σ_f²) I and Z the weighted features: new rows add Z_newᵀZ_new to B (a rank-k update) and
+        Z_newᵀ(y_new − c) to the right-hand side. The result equals this model's posterior computed on the union of
+        the old and new rows with the same scalers, basis, lengthscales, σ_f², σ² and mean constant (no ML-II
+        refit; ``fit`` on the union would also re-select those).
+
+        Parameters
+        ----------
+        X : array-like of shape (k, n_features)
+            New inputs in the user's units (outside the basis box they follow ``out_of_box``).
+        y : array-like of shape (k,)
+            Their observed targets in the user's units.
+
+        Returns
+        -------
+        HilbertGP
+            A new fitted model; this one is unchanged.
+        """
+        self._check_fitted("condition_on_observations")
+        Xs = self._scaled_inputs(X).to(torch.float64)
+        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
+        ys = self.y_scaler_.transform(yt).to(torch.float64)
+        dense_precision = self.weight_cov_factor_ @ self.weight_cov_factor_.T  # B
+        rhs = dense_precision @ self.weight_mean_  # Zᵀ(y − c) of the rows seen so far
+        for start in range(0, Xs.shape[0], int(self.chunk_size)):
+            Z = self._unweighted_features(Xs[start:start + int(self.chunk_size)]) * self.feature_weights_
+            dense_precision = dense_precision + Z.T @ Z
+            rhs = rhs + Z.T @ (ys[start:start + int(self.chunk_size)] - self.mean_constant_)
+        cholesky = torch.linalg.cholesky(dense_precision)
+        conditioned = copy.deepcopy(self)
+        conditioned.weight_cov_factor_ = cholesky
+        conditioned.weight_mean_ = torch.cholesky_solve(rhs.unsqueeze(-1), cholesky).squeeze(-1)
+        conditioned.n_conditioned_rows_ = int(getattr(self, "n_conditioned_rows_", 0)) + int(Xs.shape[0])
+        return conditioned
 
     def weight_covariance(self) -> torch.Tensor:
         """Posterior covariance of the weights, σ² B⁻¹, of shape (M_tot, M_tot) (standardised scale)."""
