@@ -204,7 +204,8 @@ for rank in ranks:
 
 fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(12, 4.6))
 updates_per_sweep = 2 * (data.n_features - 1)
-ax.plot(np.arange(len(cpd.update_objectives_)), cpd.update_objectives_, color="C1", lw=1.2, label="after each core update")
+ax.plot(np.arange(len(cpd.update_objectives_)), cpd.update_objectives_, color="C1", lw=1.2,
+        label="after each core update")
 sweep_ends = updates_per_sweep * np.arange(1, len(cpd.sweep_objectives_) + 1)
 ax.plot(sweep_ends, cpd.sweep_objectives_, "o", color="k", ms=4, label="end of sweep")
 ax.set_yscale("log")
