@@ -39,14 +39,28 @@ def factory(request):
         (np.ones((5, 2)), np.zeros(4), "inconsistent"),
         (np.ones((0, 2)), np.zeros(0), "empty"),
         (np.ones(5), np.zeros(5), "reshape\\(-1, 1\\)"),
-        (np.ones((5, 2)), np.zeros((5, 1)), "ravel"),
+        (np.ones((5, 2)), np.zeros((5, 2)), "Multi-output"),
         (np.array([["a", "b"]] * 5), np.zeros(5), "numeric"),
-        (np.array([[object(), 1]] * 5, dtype=object), np.zeros(5), "numeric"),
     ],
 )
 def test_bad_training_input_raises_clear_error(factory, X, y, match):
     with pytest.raises(ValueError, match=match):
         factory().fit(X, y)
+
+
+def test_non_numbers_in_object_array_raise_type_error():
+    X = np.array([[object(), 1]] * 5, dtype=object)
+    with pytest.raises(TypeError, match="numeric"):
+        tnbayes.HilbertGP().fit(X, np.zeros(5))
+
+
+def test_column_vector_y_warns_as_in_sklearn():
+    from sklearn.exceptions import DataConversionWarning
+
+    X, y = _data()
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        model = tnbayes.ExactGP(num_restarts=0, max_iter=10).fit(X, y[:, None])
+    assert model.predict(X).shape == y.shape
 
 
 def test_use_before_fit(factory):
@@ -59,7 +73,7 @@ def test_use_before_fit(factory):
 def test_wrong_number_of_features_at_predict(factory):
     X, y = _data()
     model = factory().fit(X, y)
-    with pytest.raises(ValueError, match="fitted with 2"):
+    with pytest.raises(ValueError, match="X has 3 features, but .* is expecting 2 features as input"):
         model.predict(np.zeros((3, 3)))
 
 

@@ -7,10 +7,12 @@ consistent, explanatory error instead of silent garbage further down.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
+from sklearn.exceptions import DataConversionWarning
 
 ArrayLike = Any  # numpy array, torch tensor, or nested sequence of numbers
 
@@ -48,23 +50,50 @@ def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
     if isinstance(a, torch.Tensor):
         t = a.detach()
         if t.is_complex():
-            raise ValueError(f"{name} is complex; real-valued data are required.")
+            raise ValueError(f"Complex data not supported: {name} is complex; pass real-valued data.")
         if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32,
                                                        torch.int64, torch.uint8, torch.bool)):
             raise ValueError(f"{name} has unsupported dtype {t.dtype}; pass numbers.")
         return t
+    if _is_sparse(a):
+        raise TypeError(f"{name} is a sparse {type(a).__name__}; sparse input is not supported (the feature maps "
+                        f"are dense). Pass {name}.toarray() if it fits in memory.")
     if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
         a = a.to_numpy()
     arr = np.asarray(a)
-    if arr.dtype.kind in "OUSV" or arr.dtype.kind == "M":
+    if arr.dtype.kind == "O":
+        arr = _object_array_as_float(arr, name)
+    if arr.dtype.kind in "USV" or arr.dtype.kind == "M":
         raise ValueError(
             f"{name} has dtype {arr.dtype} (strings/objects/dates); numeric data are required. "
             f"Encode categorical columns as numbers first (e.g. one-hot) and convert with "
             f"np.asarray({name}, dtype=float)."
         )
     if arr.dtype.kind == "c":
-        raise ValueError(f"{name} is complex; real-valued data are required.")
+        raise ValueError(f"Complex data not supported: {name} is complex; pass real-valued data.")
+    if not arr.flags.writeable:  # torch refuses to share memory with a read-only (e.g. memory-mapped) array
+        arr = arr.copy()
     return torch.from_numpy(np.ascontiguousarray(arr))
+
+
+def _is_sparse(a: Any) -> bool:
+    """Whether ``a`` is a scipy sparse matrix or array (scipy is imported only if it already is)."""
+    import sys
+
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(a)
+
+
+def _object_array_as_float(arr: np.ndarray, name: str) -> np.ndarray:
+    """An object array of numbers as float64; entries that are not numbers raise with what to do about them."""
+    advice = (f"numeric data are required. Encode categorical columns as numbers first (e.g. one-hot) and convert "
+              f"with np.asarray({name}, dtype=float).")
+    try:
+        return arr.astype(np.float64)
+    except TypeError as err:  # e.g. a dict or an object() in a cell; numpy's wording kept, as scikit-learn does
+        raise TypeError(f"{name} has dtype object with entries that are not numbers ({err}); {advice}") from None
+    except ValueError as err:  # strings that do not parse as numbers
+        raise ValueError(f"{name} has dtype object with entries that are not numbers ({err}); {advice}") from None
 
 
 def _check_finite(t: torch.Tensor, name: str) -> None:
@@ -87,6 +116,7 @@ def check_inputs(
     n_features: int | None = None,
     dtype: torch.dtype = DEFAULT_DTYPE,
     device: torch.device | str = "cpu",
+    model_name: str = "the model",
 ) -> torch.Tensor:
     """Validate an input matrix and return it as a tensor.
 
@@ -100,6 +130,8 @@ def check_inputs(
         Required number of columns (the number seen in ``fit``).
     dtype, device
         Target dtype and device of the returned tensor.
+    model_name : str
+        The estimator named in the wrong-number-of-columns message.
 
     Returns
     -------
@@ -109,25 +141,29 @@ def check_inputs(
     ------
     ValueError
         For non-numeric, non-2-D, empty or non-finite input, or a wrong number of columns.
+    TypeError
+        For an object array with entries that are not numbers.
     """
     t = _to_numpy_or_tensor(X, name)
     if t.ndim != 2:
         hint = (
-            f" If your data have a single feature, use {name}.reshape(-1, 1); if it is a single "
+            f" Reshape your data: if it has a single feature, use {name}.reshape(-1, 1); if it is a single "
             f"sample, use {name}.reshape(1, -1)." if t.ndim == 1 else ""
         )
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_features); got {t.ndim}-D with shape "
             f"{tuple(t.shape)}.{hint}"
         )
-    if t.shape[0] == 0:
-        raise ValueError(f"{name} is empty (0 samples); at least one sample is required.")
+    if t.shape[0] == 0:  # the counts are worded as scikit-learn's check_array words them
+        raise ValueError(f"{name} is empty: found array with 0 sample(s) (shape={tuple(t.shape)}) while a "
+                         f"minimum of 1 is required.")
     if t.shape[1] == 0:
-        raise ValueError(f"{name} has 0 features; at least one column is required.")
+        raise ValueError(f"{name} has no columns: found array with 0 feature(s) (shape={tuple(t.shape)}) while a "
+                         f"minimum of 1 is required.")
     if n_features is not None and t.shape[1] != n_features:
-        raise ValueError(
-            f"{name} has {t.shape[1]} features but the model was fitted with {n_features}. "
-            f"Pass inputs with the same columns as in fit."
+        raise ValueError(  # scikit-learn's wording ("X has 3 features, but M is expecting 2 features as input")
+            f"{name} has {t.shape[1]} features, but {model_name} is expecting {n_features} features as input "
+            f"(it was fitted with {n_features}). Pass inputs with the same columns as in fit."
         )
     t = t.to(dtype=dtype, device=device)
     _check_finite(t, name)
@@ -147,6 +183,7 @@ def check_targets(
     Parameters
     ----------
     y : array-like of shape (n_samples,)
+        A column vector (n_samples, 1) is accepted with a ``DataConversionWarning``, as in scikit-learn.
     n_samples : int, optional
         Required length (the number of rows of ``X``).
 
@@ -155,12 +192,13 @@ def check_targets(
     torch.Tensor of shape (n_samples,)
     """
     t = _to_numpy_or_tensor(y, name)
+    if t.ndim == 2 and t.shape[1] == 1:
+        warnings.warn(  # scikit-learn's wording and warning class, so its estimator checks recognise it
+            f"A column-vector {name} was passed when a 1d array was expected. Please change the shape of {name} to "
+            f"(n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+        t = t[:, 0]
     if t.ndim != 1:
-        hint = (
-            f" For a single output stored as a column use {name}.ravel() (numpy) or "
-            f"{name}.reshape(-1) (torch); multi-output regression is not supported."
-            if t.ndim == 2 else ""
-        )
+        hint = " Multi-output regression is not supported: fit one model per output." if t.ndim == 2 else ""
         raise ValueError(
             f"{name} must be 1-D of shape (n_samples,); got {t.ndim}-D with shape "
             f"{tuple(t.shape)}.{hint}"
@@ -195,8 +233,37 @@ def check_X_y(
     Xt = check_inputs(X, dtype=dtype, device=device)
     yt = check_targets(y, n_samples=Xt.shape[0], dtype=dtype, device=device)
     if Xt.shape[0] < min_samples:
-        raise ValueError(f"At least {min_samples} training samples are required; got {Xt.shape[0]}.")
+        raise ValueError(too_few_samples_message(min_samples, Xt.shape[0]))
     return Xt, yt
+
+
+def too_few_samples_message(min_samples: int, n_samples: int) -> str:
+    """The error for a training set smaller than a model needs (worded so scikit-learn's checks recognise it)."""
+    return (f"At least {min_samples} training samples are required; got {n_samples} sample"
+            f"{'' if n_samples == 1 else 's'}. Fit on more rows.")
+
+
+def check_feature_names(estimator: Any, X: Any, *, reset: bool) -> None:
+    """Record (``reset=True``, in fit) or compare (in predict) the column names of a DataFrame ``X``.
+
+    Sets or checks ``feature_names_in_`` exactly as scikit-learn estimators do (through
+    :func:`sklearn.utils.validation.validate_data` without converting ``X``), so a model fitted on a DataFrame
+    warns or raises when predicting on one with other columns. Call it after :func:`check_inputs` has accepted
+    ``X``: the number of columns is checked there, with the package's message.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+    X : array-like of shape (n_samples, n_features)
+    reset : bool
+        True in ``fit`` (names are recorded), False afterwards (names are compared).
+    """
+    from sklearn.utils.validation import validate_data
+
+    n_features = getattr(estimator, "n_features_in_", None)
+    validate_data(estimator, X, reset=reset, skip_check_array=True)
+    if reset:  # validate_data also sets n_features_in_; the models set it only once _fit has succeeded
+        estimator.n_features_in_ = n_features
 
 
 def check_positive(value: float, name: str, *, allow_zero: bool = False) -> float:

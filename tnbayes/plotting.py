@@ -12,6 +12,7 @@ import numpy as np
 
 from tnbayes import metrics
 from tnbayes._validation import ArrayLike, to_numpy
+from tnbayes.posterior import GaussianPosterior
 
 __all__ = ["plot_predictive_band", "plot_calibration", "save_figure"]
 
@@ -46,6 +47,9 @@ def plot_predictive_band(
     levels: Sequence[float] = (0.95,),
     label: str = "prediction",
     color: str = "C0",
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
     ax: Any = None,
 ) -> Any:
     """Predictive mean with central bands over a 1-D input.
@@ -61,6 +65,8 @@ def plot_predictive_band(
     levels : sequence of float
         Central probability of each band, e.g. (0.68, 0.95).
     label, color : str
+    xlabel, ylabel, title : str, optional
+        Axis labels and title (left as they are when None).
     ax : matplotlib Axes, optional
 
     Returns
@@ -80,32 +86,59 @@ def plot_predictive_band(
         ax.scatter(to_numpy(x_train).reshape(-1), to_numpy(y_train), s=8, color="k", alpha=0.6, label="train")
     if x_test is not None and y_test is not None:
         ax.scatter(to_numpy(x_test).reshape(-1), to_numpy(y_test), s=10, color="C3", marker="x", label="test")
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
     ax.legend(loc="best", fontsize="small")
     return ax
 
 
 def plot_calibration(
-    curves: dict[str, tuple[ArrayLike, ArrayLike]],
+    curves: GaussianPosterior | dict[str, tuple[ArrayLike, ArrayLike] | GaussianPosterior],
+    y_true: ArrayLike | None = None,
     *,
     title: str | None = None,
+    label: str = "model",
     ax: Any = None,
 ) -> Any:
     """Reliability diagram: observed coverage of central intervals against their nominal level.
 
     Parameters
     ----------
-    curves : dict of name -> (nominal, observed)
-        Each a pair of arrays of shape (k,), e.g. from :func:`tnbayes.metrics.calibration_curve`.
+    curves : GaussianPosterior, or dict of name -> (nominal, observed) or GaussianPosterior
+        What to draw: a predictive :class:`~tnbayes.GaussianPosterior` at the test inputs (with ``y_true``), or
+        several curves by name, each a pair of arrays of shape (k,) (e.g. from
+        :func:`tnbayes.metrics.calibration_curve`) or a posterior of shape (n,) (with ``y_true``).
+    y_true : array-like of shape (n,), optional
+        Observed targets; needed for every posterior given.
     title : str, optional
+    label : str
+        Name of the curve when ``curves`` is a single posterior.
     ax : matplotlib Axes, optional
 
     Returns
     -------
     matplotlib Axes
     """
+    if isinstance(curves, GaussianPosterior):
+        curves = {label: curves}
+    if not isinstance(curves, dict):
+        raise TypeError("curves must be a GaussianPosterior or a dict of name -> (nominal, observed) or "
+                        f"GaussianPosterior; got {type(curves).__name__}.")
+    resolved: dict[str, tuple[ArrayLike, ArrayLike]] = {}
+    for name, curve in curves.items():
+        if isinstance(curve, GaussianPosterior):
+            if y_true is None:
+                raise ValueError(f"curve {name!r} is a GaussianPosterior: pass y_true, the observed targets at "
+                                 "its inputs, to compute its calibration curve.")
+            curve = metrics.calibration_curve(y_true, curve)
+        resolved[name] = curve
     ax = _axes(ax, (4.5, 4.5))
     ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="ideal")
-    for name, (nominal, observed) in curves.items():
+    for name, (nominal, observed) in resolved.items():
         ax.plot(to_numpy(nominal), to_numpy(observed), marker="o", ms=3, label=name)
     ax.set_xlabel("nominal coverage of central interval")
     ax.set_ylabel("observed coverage")

@@ -188,7 +188,7 @@ print("wrote", OUT / "01_quickstart_bands.png")
 #   has to grow to c ≈ 7–17 times the half-range before the boundary stops distorting the kernel.
 #   `HilbertGP` enlarges (M, c) and refits until the fitted lengthscale satisfies the accuracy rule,
 #   but by default for at most 3 rounds (`max_adapt_rounds=3`), which is not enough here (it then
-#   warns with an `ApproximationWarning`). We allow 6 rounds; `history_` shows the rounds.
+#   warns with an `ApproximationWarning`). We allow 6 rounds; `adapt_rounds_` shows the rounds.
 
 # %%
 n_sub = 300 if SMALL else 800
@@ -217,7 +217,7 @@ for name, data, model in co2_models:
 
 for name, _, model in co2_fits[1:]:
     print(f"{name}: (M, c) rounds")
-    for entry in model.history_:
+    for entry in model.adapt_rounds_:
         print(f"   M = {entry['num_basis']:3d}  c = {entry['c'][0]:6.2f}  lengthscale = {entry['lengthscale'][0]:.3f}"
               f"  -log p(y)/N = {entry['neg_mll']:.4f}")
 

@@ -172,7 +172,7 @@ print("wrote", OUT / "03_tkrr_calibration_calibration.png")
 #
 # ALS minimises J(W) = ‖y − f(X)‖² + λ‖W‖² (standardised targets, λ = σ²/σ_f²), the negative log
 # posterior of the weights up to constants, by solving for one core at a time with the others fixed.
-# A sweep visits the cores 0, 1, …, 7 and back 6, …, 1 (14 updates for 8 inputs). `history_` holds J
+# A sweep visits the cores 0, 1, …, 7 and back 6, …, 1 (14 updates for 8 inputs). `update_objectives_` holds J
 # after every core update, `sweep_objectives_` after every sweep; both are for the kept rank. Every
 # update solves a least-squares problem exactly, so J never increases.
 #
@@ -204,7 +204,8 @@ for rank in ranks:
 
 fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(12, 4.6))
 updates_per_sweep = 2 * (data.n_features - 1)
-ax.plot(np.arange(len(cpd.history_)), cpd.history_, color="C1", lw=1.2, label="after each core update")
+ax.plot(np.arange(len(cpd.update_objectives_)), cpd.update_objectives_, color="C1", lw=1.2,
+        label="after each core update")
 sweep_ends = updates_per_sweep * np.arange(1, len(cpd.sweep_objectives_) + 1)
 ax.plot(sweep_ends, cpd.sweep_objectives_, "o", color="k", ms=4, label="end of sweep")
 ax.set_yscale("log")

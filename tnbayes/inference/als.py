@@ -318,6 +318,11 @@ class CPDALS:
         ``between_sweeps`` also after each of those calls).
     sweep_objectives : list of float
         Objective at the end of every sweep.
+    converged : bool
+        Whether the last :meth:`run` stopped because a sweep changed the objective by less than ``tol``
+        (relative), rather than by using up ``max_sweeps``.
+    last_relative_change : float
+        ``|J_prev − J| / |J_prev|`` of the last sweep run (NaN before any sweep).
     last_system : CoreSystem or None
         Normal equations of the most recently updated core (what a Laplace approximation needs).
     caches_projections : bool
@@ -405,6 +410,8 @@ class CPDALS:
         self.factors: list[torch.Tensor] = list(factors)
         self.history: list[float] = []
         self.sweep_objectives: list[float] = []
+        self.converged = False
+        self.last_relative_change = math.nan
         self.last_system: CoreSystem | None = None
         self._projections = self._all_projections() if self.caches_projections else None
         self.keeps_partial_products = self.caches_projections and 3 * cache_bytes <= memory_budget
@@ -742,12 +749,17 @@ class CPDALS:
         -------
         list of float
             :attr:`sweep_objectives`.
+
+        Notes
+        -----
+        Sets :attr:`converged` (the tolerance ended the sweeps) and :attr:`last_relative_change`.
         """
         if not math.isfinite(float(tol)) or tol < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {tol!r}.")
         order = self.sweep_order()
         previous = self.history[-1]
         bar = tqdm(range(int(max_sweeps)), desc="ALS sweeps", disable=not progress, leave=False)
+        self.converged = False
         for _ in bar:
             for position, mode in enumerate(order):
                 following = order[position + 1] if position + 1 < len(order) else order[0]
@@ -758,7 +770,9 @@ class CPDALS:
             current = self.history[-1]
             self.sweep_objectives.append(current)
             bar.set_postfix(objective=f"{current:.6g}")
+            self.last_relative_change = abs(previous - current) / max(abs(previous), 1e-300)
             if abs(previous - current) <= tol * max(abs(previous), 1e-300):
+                self.converged = True
                 break
             previous = current
         bar.close()

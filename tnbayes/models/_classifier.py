@@ -2,15 +2,61 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 
 from tnbayes._validation import ArrayLike
 
-__all__ = ["BinaryClassifierMixin"]
+__all__ = ["BinaryClassifierMixin", "ClassifierContract", "as_class_labels"]
 
 
-class BinaryClassifierMixin:
+def as_class_labels(y: ArrayLike) -> np.ndarray:
+    """Class labels as a 1-D numpy array; a column vector (n, 1) is accepted with scikit-learn's warning.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_samples,)
+    """
+    if y is None:
+        raise ValueError("This classifier requires y to be passed, but the target y is None: call fit(X, y).")
+    labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+                      "(n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+        labels = labels[:, 0]
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError(f"y must be a non-empty 1-D array of class labels; got shape {labels.shape}.")
+    if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+        raise ValueError("y contains NaN or infinite labels; remove those rows.")
+    if type_of_target(labels, input_name="y") == "continuous":
+        raise ValueError("Unknown label type: continuous. y holds real numbers, not class labels; use a regressor "
+                         "for a continuous target, or pass the classes as integers or strings.")
+    return labels
+
+
+class ClassifierContract(ClassifierMixin):
+    """scikit-learn's classifier contract for a class built on a tnbayes regressor base.
+
+    Put it before the regressor in the bases: the tags then say "classifier" (``is_classifier`` is true,
+    cross-validation stratifies) and carry no regressor tags.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags = None
+        return tags
+
+
+class BinaryClassifierMixin(ClassifierContract):
     """Turns a tnbayes regressor into a two-class classifier by regression on ±1 labels.
 
     Put it first in the bases (``class C(BinaryClassifierMixin, Regressor)``). ``fit`` maps any two
@@ -24,14 +70,10 @@ class BinaryClassifierMixin:
         The labels; ``classes_[1]`` is the positive class (+1).
     """
 
-    @staticmethod
-    def _as_labels(y: ArrayLike) -> np.ndarray:
-        labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
-        if labels.ndim == 2 and labels.shape[1] == 1:
-            labels = labels[:, 0]
-        if labels.ndim != 1 or labels.size == 0:
-            raise ValueError(f"y must be a non-empty 1-D array of class labels; got shape {labels.shape}.")
-        return labels
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> "BinaryClassifierMixin":
         """Fit on two-class labels of any type (numbers, strings, booleans).
@@ -46,12 +88,13 @@ class BinaryClassifierMixin:
         -------
         self
         """
-        labels = self._as_labels(y)
-        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
-            raise ValueError("y contains NaN or infinite labels; remove those rows.")
+        labels = as_class_labels(y)
         classes = np.unique(labels)
-        if classes.size != 2:
-            raise ValueError(f"{type(self).__name__} needs exactly two classes; y has {classes.size} "
+        if classes.size != 2:  # worded so scikit-learn's checks recognise "1 class" and a multiclass target
+            what = "Only binary classification is supported. The type of the target is multiclass" \
+                if classes.size > 2 else "Classifier can't train when only one class is present"
+            raise ValueError(f"{what}: {type(self).__name__} needs exactly two classes; y has {classes.size} "
+                             f"class{'es' if classes.size > 1 else ''} "
                              f"({classes[:5].tolist()}{' …' if classes.size > 5 else ''}).")
         signs = np.where(labels == classes[1], 1.0, -1.0)
         super().fit(X, signs)
@@ -60,10 +103,12 @@ class BinaryClassifierMixin:
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Latent mean f(x) on the ±1 scale → shape (n,)."""
+        self._check_fitted("decision_function")
         return self.posterior(X, observation_noise=False).mean.detach().cpu().numpy()
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities → shape (n, 2), columns in the order of ``classes_``."""
+        self._check_fitted("predict_proba")
         post = self.posterior(X, observation_noise=True)
         mean = post.mean.detach().cpu().numpy()
         std = post.stddev.detach().cpu().numpy()
@@ -76,11 +121,12 @@ class BinaryClassifierMixin:
         """Predicted labels (sign of the latent mean) → shape (n,), values from ``classes_``."""
         if return_std:
             raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
+        self._check_fitted("predict")
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy (scikit-learn's classifier convention)."""
-        return float(np.mean(self.predict(X) == self._as_labels(y)))
+        return float(np.mean(self.predict(X) == as_class_labels(y)))
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
         super()._after_load(extra)

@@ -21,15 +21,19 @@ import time
 from typing import Any, ClassVar
 
 import numpy as np
+import sklearn.exceptions
 import torch
+from sklearn.base import BaseEstimator, RegressorMixin
 
 from tnbayes._validation import (
     ArrayLike,
+    check_feature_names,
     check_inputs,
     check_targets,
     check_X_y,
     resolve_device,
     resolve_dtype,
+    too_few_samples_message,
 )
 from tnbayes._version import __version__
 from tnbayes.data import ChunkedData, DataSummary, as_chunked, is_chunked, summarize
@@ -46,8 +50,12 @@ _FORMAT_NAME = "tnbayes-model"
 _MODEL_CLASSES: dict[str, type["BaseModel"]] = {}
 
 
-class NotFittedError(RuntimeError):
-    """Raised when a model is used before ``fit``."""
+class NotFittedError(sklearn.exceptions.NotFittedError, RuntimeError):
+    """Raised when a model is used before ``fit``.
+
+    A :class:`sklearn.exceptions.NotFittedError` (so scikit-learn's ``check_is_fitted`` and estimator checks
+    recognise it; that makes it a ``ValueError`` and ``AttributeError`` too) and, as before, a ``RuntimeError``.
+    """
 
 
 def _jsonable(value: Any) -> Any:
@@ -84,8 +92,11 @@ def _from_jsonable(value: Any) -> Any:
     return value
 
 
-class BaseModel:
+class BaseModel(RegressorMixin, BaseEstimator):
     """Base class of tnbayes estimators (regression).
+
+    A scikit-learn regressor (``BaseEstimator`` and ``RegressorMixin``, with tags), so it works in ``Pipeline``,
+    ``GridSearchCV``, ``cross_val_score`` and ``clone``; the internals stay torch.
 
     Parameters common to all models
     -------------------------------
@@ -104,6 +115,18 @@ class BaseModel:
     fit_report_ : list of str
         The choices ``fit`` made from the data (hyper-parameters, basis sizes, ranks, structure) and why, one
         sentence each; printed as they are made when ``verbose=True``.
+    n_iter_ : int
+        Iterations of the fit's main loop: ALS sweeps (CPD models, QTKM, TKM, FL), optimiser runs (ExactGP),
+        (M, c) rounds of ML-II (HilbertGP), epochs (RFFNet), filter updates (TNKF: rows; TTKalmanGP: batches).
+    history_ : list of float of length n_iter_
+        The loop's objective after each of those iterations: ALS objective, negative log marginal likelihood
+        per point, mean training loss, or the filter's covariance trace tr(P). Finer records keep their own
+        names (``update_objectives_``, ``objective_history_``, ``validation_losses_``, ``adapt_rounds_``, …).
+    converged_ : bool
+        Whether the loop's stopping rule (ALS ``tol``, early stopping, the (M, c) approximation rule) ended it
+        before its iteration budget; True where the loop has no stopping rule to meet (a fixed number of
+        optimiser runs). ALS fits that end their budget far from converged warn with
+        :class:`sklearn.exceptions.ConvergenceWarning`.
 
     Notes
     -----
@@ -131,6 +154,13 @@ class BaseModel:
 
     # ------------------------------------------------------------------ parameters
     @classmethod
+    def _get_param_names(cls) -> list[str]:
+        """Constructor arguments, collected through the bases so a subclass whose ``__init__`` forwards
+        ``**kwargs`` (``TKM``, the classifiers) still lists its parent's; scikit-learn's ``get_params``,
+        ``set_params``, ``clone`` and ``repr`` read this."""
+        return cls._param_names()
+
+    @classmethod
     def _param_names(cls) -> list[str]:
         names: list[str] = []
         for klass in cls.__mro__:
@@ -141,23 +171,16 @@ class BaseModel:
                     names.append(p.name)
         return names
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Constructor arguments of this model (scikit-learn style; ``deep`` is accepted for
-        ``sklearn.base.clone`` compatibility — no parameter is itself an estimator)."""
-        return {name: getattr(self, name) for name in self._param_names()}
+    def __sklearn_tags__(self):
+        """scikit-learn tags: 2-D numeric input without NaN, targets required, a regressor."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = True
+        return tags
 
-    def set_params(self, **params: Any) -> "BaseModel":
-        """Set constructor arguments; unknown names raise ``ValueError``."""
-        valid = self._param_names()
-        for key, value in params.items():
-            if key not in valid:
-                raise ValueError(f"{type(self).__name__} has no parameter {key!r}; valid: {valid}.")
-            setattr(self, key, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
+    def __sklearn_is_fitted__(self) -> bool:
+        """Read by :func:`sklearn.utils.validation.check_is_fitted`."""
+        return self.is_fitted
 
     # ------------------------------------------------------------------ helpers for subclasses
     @property
@@ -209,10 +232,12 @@ class BaseModel:
         self.fit_report_ = []
         self._fit_started = time.perf_counter()  # time budgets count from here
         if y is None and not chunked:
-            raise ValueError("fit(X, y) needs the targets y (or X must be a ChunkedData / re-iterable of (X, y) chunks).")
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: fit(X, y) needs "
+                             f"the targets y (or X must be a ChunkedData / re-iterable of (X, y) chunks).")
         dtype, device = self.dtype_, self.device_
         if not chunked and not distributed:
             Xt, yt = check_X_y(X, y, dtype=dtype, device=device, min_samples=self._min_samples())
+            check_feature_names(self, X, reset=True)
             self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
             self.y_scaler_ = make_target_scaler(self.normalize_y).fit(yt)
             self.n_features_in_ = None  # not fitted until _fit succeeds
@@ -238,7 +263,7 @@ class BaseModel:
         summary = summarize(data, sample_size=self._hyperparameter_sample_size(), seed=int(getattr(self, "seed", 0)),
                             distributed=distributed)
         if summary.num_rows < self._min_samples():
-            raise ValueError(f"At least {self._min_samples()} training samples are required; got {summary.num_rows}.")
+            raise ValueError(too_few_samples_message(self._min_samples(), summary.num_rows))
         self.x_scaler_ = make_input_scaler(self.input_scaling).fit_statistics(
             summary.x_mean, summary.x_variance, summary.x_min, summary.x_max).to(dtype, device)
         self.y_scaler_ = make_target_scaler(self.normalize_y).fit_statistics(
@@ -292,27 +317,65 @@ class BaseModel:
                                      noise_variance=self.noise_variance_)
         return post.affine(self.y_scaler_.shift_, self.y_scaler_.scale_)
 
-    def predict(self, X: ArrayLike, return_std: bool = False):
-        """Predictive mean (and standard deviation of new observations).
+    def predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False):
+        """Predictive mean (and standard deviation or covariance of new observations).
+
+        The signature of :meth:`sklearn.gaussian_process.GaussianProcessRegressor.predict`; the spread is that of
+        new observations (latent variance plus the fitted noise), see :meth:`posterior` for the latent one.
 
         Parameters
         ----------
         X : array-like of shape (n, n_features)
         return_std : bool
+            Also return the predictive standard deviation.
+        return_cov : bool
+            Also return the joint predictive covariance (n × n); not together with ``return_std``.
 
         Returns
         -------
         mean : ndarray or tensor of shape (n,)
             Same array type as ``X`` (numpy unless ``X`` is a torch tensor).
         std : ndarray or tensor of shape (n,), if ``return_std``
+        cov : ndarray or tensor of shape (n, n), if ``return_cov``
         """
-        post = self.posterior(X, observation_noise=True)
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        post = self.posterior(X, observation_noise=True, full_covariance=return_cov)
         as_torch = isinstance(X, torch.Tensor)
 
         def out(t: torch.Tensor):
             return t.detach() if as_torch else t.detach().cpu().numpy()
 
+        if return_cov:
+            return out(post.mean), out(post.covariance)
         return (out(post.mean), out(post.stddev)) if return_std else out(post.mean)
+
+    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: int | np.random.RandomState | None = 0, *,
+                 observation_noise: bool = False):
+        """Joint draws of the function at ``X`` (as :meth:`GaussianProcessRegressor.sample_y` draws them).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        n_samples : int
+            Number of draws.
+        random_state : int, RandomState instance or None
+            Seed of the draws (0 by default, so repeated calls agree, as in scikit-learn).
+        observation_noise : bool
+            Add the fitted observation noise to each draw (draws of new observations instead of the latent f).
+
+        Returns
+        -------
+        ndarray or tensor of shape (n, n_samples)
+            Each column one draw, correlated across the rows of ``X``; same array type as ``X``.
+        """
+        from sklearn.utils import check_random_state
+
+        post = self.posterior(X, observation_noise=observation_noise, full_covariance=True)
+        seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        generator = torch.Generator(device=post.mean.device).manual_seed(seed)
+        draws = post.rsample(torch.Size([int(n_samples)]), generator=generator).detach().T
+        return draws if isinstance(X, torch.Tensor) else draws.cpu().numpy()
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Coefficient of determination R² of the predictive mean (scikit-learn convention).
@@ -329,6 +392,19 @@ class BaseModel:
         mean = self.posterior(X).mean
         yt = check_targets(y, n_samples=mean.shape[0], dtype=mean.dtype, device=mean.device)
         return float(1.0 - ((yt - mean) ** 2).sum() / ((yt - yt.mean()) ** 2).sum())
+
+    def to_botorch(self):
+        """This fitted regressor as a BoTorch model, for acquisition functions and ``optimize_acqf``.
+
+        Returns
+        -------
+        tnbayes.integrations.botorch.BoTorchModel
+            A ``botorch.models.model.Model`` whose ``posterior(X)`` takes inputs of shape (b, q, d), is joint over
+            q, excludes the observation noise unless asked, and is differentiable in X (see that class).
+        """
+        from tnbayes.integrations.botorch import BoTorchModel
+
+        return BoTorchModel(self)
 
     @property
     def noise_std(self) -> float:
@@ -356,7 +432,14 @@ class BaseModel:
 
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
         """Validated, scaled test inputs (n, D), with the ``out_of_box`` policy applied (see :meth:`input_box`)."""
-        Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_)
+        Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_,
+                          model_name=type(self).__name__)
+        check_feature_names(self, X, reset=False)
+        return self._scale_inputs(Xt)
+
+    def _scale_inputs(self, Xt: torch.Tensor) -> torch.Tensor:
+        """Scale validated inputs (n, D) and apply the ``out_of_box`` policy; differentiable in ``Xt`` inside the
+        box (what :meth:`to_botorch` differentiates through)."""
         Xs = self.x_scaler_.transform(Xt)
         box = self._prediction_box()
         if box is None:

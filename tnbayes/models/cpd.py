@@ -129,7 +129,14 @@ class CPDKernelMachine(CPDModelBase):
         Half-range of the standardised training inputs.
     hyperparameter_source_ : str
         ``"given"`` or ``"marginal likelihood on n points"``.
-    history_ : list of float
+    n_iter_ : int
+        ALS sweeps run (for the kept rank).
+    history_ : list of float of length n_iter_
+        ALS objective after every sweep (the package-wide meaning, see :class:`~tnbayes.models.base.BaseModel`).
+    converged_ : bool
+        Whether ``tol`` stopped the sweeps before ``max_sweeps`` (a fit far from converged warns with
+        :class:`sklearn.exceptions.ConvergenceWarning`).
+    update_objectives_ : list of float
         ALS objective after every core update (first entry: at the initial cores).
     sweep_objectives_ : list of float
         Objective after every sweep.

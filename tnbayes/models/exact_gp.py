@@ -95,8 +95,13 @@ class ExactGP(BaseModel):
         the negative log prior density / N with ``prior``.
     num_duplicates_ : int
         Repeated (x, y) records left out of the marginal likelihood (0 with ``drop_duplicates=False``).
-    history_ : list of float
+    n_iter_ : int
+        The optimiser runs (restarts included; each at most ``max_iter`` iterations).
+    history_ : list of float of length n_iter_
         Final objective of each optimiser run, in the order they ran.
+    converged_ : bool
+        Always True: the number of runs is fixed, there is no stopping rule a budget could cut short (each
+        L-BFGS run stops at its own tolerance or at ``max_iter``).
     ml_starts_ : list of str
         Where each run started (``"prior mode"``, ``"random"``, ``"collapse check"``).
     loo_r2_ : float
@@ -183,6 +188,8 @@ class ExactGP(BaseModel):
         self.train_targets_ = y
         self.neg_mll_ = fit.objective
         self.history_ = fit.history
+        self.n_iter_ = len(self.history_)
+        self.converged_ = True
         self.ml_starts_ = fit.starts
         self.collapsed_ = fit.collapsed
         self.loo_r2_ = fit.loo_r2

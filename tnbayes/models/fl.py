@@ -108,8 +108,8 @@ class FeatureLearningKM(CPDModelBase):
         (alternating; non-increasing, every step being an exact or safeguarded block minimisation).
     active_families_ : list of int
         Families with λ_p ≠ 0 at the end.
-    rank_, history_, sweep_objectives_, noise_variance_, residual_noise_variance_, effective_dof_,
-    laplace_modes_, core_choleskys_
+    rank_, n_iter_, history_, converged_, sweep_objectives_, update_objectives_, noise_variance_,
+    residual_noise_variance_, effective_dof_, laplace_modes_, core_choleskys_
         As in :class:`~tnbayes.CPDKernelMachine`.
 
     Notes
@@ -141,6 +141,7 @@ class FeatureLearningKM(CPDModelBase):
     """
 
     input_scaling = "minmax"
+    _sweep_budget_parameter = "epochs"
     _transient_attributes = ("features_",)
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 8,

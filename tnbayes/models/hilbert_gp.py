@@ -21,6 +21,7 @@ and the weight posterior is N(B⁻¹ S Φᵀ r, σ² B⁻¹).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tnbayes._validation import check_positive
+from tnbayes._validation import ArrayLike, check_positive, check_targets
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
@@ -205,8 +206,16 @@ class HilbertGP(BaseModel):
         Lower Cholesky factor L of B; the weight covariance is σ² (L Lᵀ)⁻¹.
     neg_mll_ : float
         Negative log marginal likelihood per point at the optimum.
-    history_ : list of dict
-        One entry per (M, c) round of the chosen structure: M, c, lengthscale and negative MLL.
+    n_iter_ : int
+        The (M, c) rounds of ML-II that ran for the chosen structure (each at most ``max_iter`` L-BFGS iterations).
+    history_ : list of float of length n_iter_
+        Negative log marginal likelihood per point after every (M, c) round.
+    converged_ : bool
+        Whether the (M, c) rounds stopped because the box and basis met the approximation rule, before
+        ``max_adapt_rounds`` ran out (True when ``num_basis`` and ``c`` are given or for the hybrid: one fit, no
+        rounds to stop).
+    adapt_rounds_ : list of dict
+        One entry per (M, c) round: M, c, lengthscale and negative MLL.
 
     Notes
     -----
@@ -258,7 +267,6 @@ class HilbertGP(BaseModel):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        check_out_of_box_policy(out_of_box)
         self.out_of_box = out_of_box
         self.kernel = kernel
         self.nu = nu
@@ -487,6 +495,7 @@ class HilbertGP(BaseModel):
 
     # ------------------------------------------------------------------ fitting
     def _validate_hyperparameters(self, num_dims: int) -> None:
+        check_out_of_box_policy(self.out_of_box)
         if self.structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}; got {self.structure!r}.")
         if self.product_inputs is not None:
@@ -582,6 +591,7 @@ class HilbertGP(BaseModel):
         candidates = list(range(num_dims)) if self.product_inputs is None else [int(d) for d in self.product_inputs]
         history: list[dict[str, Any]] = []
         started = time.perf_counter()
+        converged = not adapt  # one fit and no rule to meet
         for _ in rounds:
             self.basis_ = HilbertBasis(num_basis, L=(c * half_range.cpu()).tolist(), center=center.tolist(),
                                        num_dims=num_dims)
@@ -603,13 +613,14 @@ class HilbertGP(BaseModel):
             need_c, need_m = hilbert_box(ls.cpu().expand(num_dims), half_range.cpu(), rule, c=self.c)
             need_m = min(need_m if self.num_basis is None else num_basis, self._max_num_basis(structure, num_dims))
             if bool((need_c <= c * (1 + 1e-9)).all()) and need_m <= num_basis:
+                converged = True
                 break
             c, num_basis = torch.maximum(c, need_c), max(num_basis, need_m)
             init = values
         return {"structure": structure, "product_inputs": list(self.product_inputs_),
                 "product_indices": self.product_indices_, "product_num_basis": self.product_num_basis_,
                 "basis": self.basis_, "stats": stats, "values": values, "loss": loss, "history": history,
-                "seconds": time.perf_counter() - started}
+                "converged": converged, "seconds": time.perf_counter() - started}
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         resolve_kernel(self.kernel, self.nu)
@@ -669,7 +680,10 @@ class HilbertGP(BaseModel):
              "chosen": f is chosen, "seconds": f["seconds"]} for f in fits]
         self._set_structure(chosen["structure"], chosen["basis"].num_basis, num_dims,
                             {"inputs": chosen["product_inputs"], "indices": chosen["product_indices"]})
-        self.basis_, self.history_ = chosen["basis"], chosen["history"]
+        self.basis_, self.adapt_rounds_ = chosen["basis"], chosen["history"]
+        self.history_ = [float(entry["neg_mll"]) for entry in self.adapt_rounds_]
+        self.n_iter_ = len(self.history_)
+        self.converged_ = bool(chosen["converged"])
         values, loss = chosen["values"], chosen["loss"]
         # report what the final basis really is (a last enlargement may not have been refitted)
         self.num_basis_ = self.basis_.num_basis
@@ -770,6 +784,44 @@ class HilbertGP(BaseModel):
         if full_covariance:
             return mean, (self.noise_variance_ * (V.T @ V)).to(out_dtype)
         return mean, (self.noise_variance_ * (V * V).sum(0)).to(out_dtype)
+
+    def condition_on_observations(self, X: ArrayLike, y: ArrayLike) -> "HilbertGP":
+        """A copy whose weight posterior also conditions on new rows, with every hyper-parameter kept.
+
+        The weight posterior is a Bayesian linear regression, w | y ~ N(B⁻¹ Zᵀ(y − c), σ² B⁻¹) with
+        B = ZᵀZ + (σ²/σ_f²) I and Z the weighted features: new rows add Z_newᵀZ_new to B (a rank-k update) and
+        Z_newᵀ(y_new − c) to the right-hand side. The result equals this model's posterior computed on the union of
+        the old and new rows with the same scalers, basis, lengthscales, σ_f², σ² and mean constant (no ML-II
+        refit; ``fit`` on the union would also re-select those).
+
+        Parameters
+        ----------
+        X : array-like of shape (k, n_features)
+            New inputs in the user's units (outside the basis box they follow ``out_of_box``).
+        y : array-like of shape (k,)
+            Their observed targets in the user's units.
+
+        Returns
+        -------
+        HilbertGP
+            A new fitted model; this one is unchanged.
+        """
+        self._check_fitted("condition_on_observations")
+        Xs = self._scaled_inputs(X).to(torch.float64)
+        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
+        ys = self.y_scaler_.transform(yt).to(torch.float64)
+        dense_precision = self.weight_cov_factor_ @ self.weight_cov_factor_.T  # B
+        rhs = dense_precision @ self.weight_mean_  # Zᵀ(y − c) of the rows seen so far
+        for start in range(0, Xs.shape[0], int(self.chunk_size)):
+            Z = self._unweighted_features(Xs[start:start + int(self.chunk_size)]) * self.feature_weights_
+            dense_precision = dense_precision + Z.T @ Z
+            rhs = rhs + Z.T @ (ys[start:start + int(self.chunk_size)] - self.mean_constant_)
+        cholesky = torch.linalg.cholesky(dense_precision)
+        conditioned = copy.deepcopy(self)
+        conditioned.weight_cov_factor_ = cholesky
+        conditioned.weight_mean_ = torch.cholesky_solve(rhs.unsqueeze(-1), cholesky).squeeze(-1)
+        conditioned.n_conditioned_rows_ = int(getattr(self, "n_conditioned_rows_", 0)) + int(Xs.shape[0])
+        return conditioned
 
     def weight_covariance(self) -> torch.Tensor:
         """Posterior covariance of the weights, σ² B⁻¹, of shape (M_tot, M_tot) (standardised scale)."""

@@ -117,8 +117,8 @@ class QTKM(CPDModelBase):
     hyperparameter_source_ : str
     krr_selection_ : dict or None
         The cross-validation result (chosen values, CV MSE, KRR noise estimate, subsample size).
-    rank_, rank_search_, history_, sweep_objectives_, noise_variance_, residual_noise_variance_,
-    effective_dof_, laplace_modes_, core_choleskys_
+    rank_, rank_search_, n_iter_, history_, converged_, sweep_objectives_, update_objectives_, noise_variance_,
+    residual_noise_variance_, effective_dof_, laplace_modes_, core_choleskys_
         As in :class:`~tnbayes.CPDKernelMachine`.
 
     Notes

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tnbayes._validation import ArrayLike, available_memory_bytes, check_inputs
+from tnbayes._validation import ArrayLike, available_memory_bytes, check_feature_names, check_inputs
+from tnbayes.models._classifier import ClassifierContract, as_class_labels
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 
@@ -474,6 +475,10 @@ class _RFFNetBase(BaseModel):
         self.training_losses_ = log.training_losses
         self.best_epoch_ = log.best_epoch
         self.epochs_ = log.epochs
+        self.n_iter_ = int(log.epochs)
+        self.history_ = [float(value) for value in log.training_losses]
+        # early stopping (patience epochs without a better validation loss) ended training before max_epochs
+        self.converged_ = bool(log.epochs < int(self.max_epochs))
         self.training_seconds_ = log.seconds
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
@@ -600,6 +605,13 @@ class RFFNet(_RFFNetBase):
     validation_losses_, training_losses_ : list of float
         Per epoch.
     best_epoch_, epochs_ : int
+    n_iter_ : int
+        Epochs run (``epochs_``).
+    history_ : list of float of length n_iter_
+        Mean training loss of every epoch (``training_losses_``).
+    converged_ : bool
+        Whether early stopping (``patience`` epochs without a better validation loss) ended training before
+        ``max_epochs`` (never without a validation split).
     training_seconds_ : float
     """
 
@@ -655,7 +667,7 @@ class RFFNet(_RFFNetBase):
         return out.detach().cpu().numpy()
 
 
-class RFFNetClassifier(_RFFNetBase):
+class RFFNetClassifier(ClassifierContract, _RFFNetBase):
     """RFFNet classifier: cross-entropy over C classes (softmax outputs), same training as :class:`RFFNet`.
 
     Parameters are those of :class:`RFFNet` without ``last_layer_mean`` (and ``normalize_y`` is unused).
@@ -680,17 +692,16 @@ class RFFNetClassifier(_RFFNetBase):
         -------
         self
         """
-        labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
-        if labels.ndim != 1:
-            raise ValueError(f"y must be a 1-D array of class labels; got shape {labels.shape}.")
-        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
-            raise ValueError("y contains NaN or infinite labels; remove those rows.")
+        labels = as_class_labels(y)
         classes, index = np.unique(labels, return_inverse=True)
         if classes.size < 2:
-            raise ValueError(f"RFFNetClassifier needs at least two classes; y has {classes.size}.")
+            raise ValueError(f"Classifier can't train when only one class is present: RFFNetClassifier needs at least "
+                             f"two classes; y has {classes.size} class.")
         Xt = check_inputs(X, dtype=self.dtype_, device=self.device_)
         if Xt.shape[0] != labels.shape[0]:
-            raise ValueError(f"X has {Xt.shape[0]} rows but y has {labels.shape[0]}.")
+            raise ValueError(f"X and y have inconsistent numbers of samples: X has {Xt.shape[0]} rows, "
+                             f"y has {labels.shape[0]} entries.")
+        check_feature_names(self, X, reset=True)
         from tnbayes.preprocessing import make_input_scaler
 
         self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
@@ -702,25 +713,31 @@ class RFFNetClassifier(_RFFNetBase):
         self.n_train_ = int(Xt.shape[0])
         return self
 
-    def decision_function(self, X: ArrayLike) -> np.ndarray:
+    def _logits(self, X: ArrayLike) -> np.ndarray:
         """Logits βᵀz(λ∘x) → shape (n, C)."""
         self._check_fitted("decision_function")
         return (self._features(self._scaled_inputs(X)) @ self.coef_.T).detach().cpu().numpy()
 
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Logits βᵀz(λ∘x) → shape (n, C); with two classes the logit of ``classes_[1]`` against
+        ``classes_[0]``, shape (n,) (scikit-learn's convention)."""
+        logits = self._logits(X)
+        return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
+
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Softmax class probabilities → shape (n, C), columns in the order of ``classes_``."""
-        logits = torch.as_tensor(self.decision_function(X))
-        return torch.softmax(logits, dim=-1).numpy()
+        return torch.softmax(torch.as_tensor(self._logits(X)), dim=-1).numpy()
 
     def predict(self, X: ArrayLike, return_std: bool = False) -> np.ndarray:
         """Most probable class → shape (n,), values from ``classes_``."""
         if return_std:
             raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
-        return self.classes_[self.decision_function(X).argmax(axis=1)]
+        best = self._logits(X).argmax(axis=1)
+        return self.classes_[best]
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        return float(np.mean(self.predict(X) == as_class_labels(y)))
 
     def posterior(self, X: ArrayLike, observation_noise: bool = True, *, full_covariance: bool = False):
         """Not defined for the classifier (no Gaussian predictive); use :meth:`predict_proba`."""

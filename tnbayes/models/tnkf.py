@@ -185,6 +185,13 @@ class TNKF(BaseModel):
         Training-input indices in the order their rows were (or would have been) streamed.
     rows_processed_ : int
     covariance_trace_history_ : list of float
+        tr(P) after every row update.
+    n_iter_ : int
+        Row updates of the filter (``rows_processed_``; the filter's iterations).
+    history_ : list of float of length n_iter_
+        tr(P) after every row update (``covariance_trace_history_``): the quantity early stopping watches.
+    converged_ : bool
+        Whether early stopping ended the filter before the last row (``stopped_early_``).
     max_ranks_ : dict
         Largest TT rank of each quantity seen during the fit.
     fit_seconds_per_row_ : float
@@ -579,6 +586,9 @@ class TNKF(BaseModel):
         self.rows_processed_ = int(kalman.num_updates)
         self.stopped_early_ = bool(stopped)
         self.covariance_trace_history_ = list(kalman.covariance_trace_history)
+        self.history_ = list(self.covariance_trace_history_)
+        self.n_iter_ = int(kalman.num_updates)
+        self.converged_ = bool(stopped)
         self.max_ranks_ = max_ranks
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
         self.held_out_noise_variance_ = (None if held_out is None

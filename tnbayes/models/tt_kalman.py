@@ -327,6 +327,12 @@ class TTKalmanGP(BaseModel):
         Largest TT rank of (mean, correction C) after every batch (the root is L₀ − C, rank + 1).
     trace_history_ : list of float
         tr(P) after every batch.
+    n_iter_ : int
+        Batches the filter processed (its iterations).
+    history_ : list of float of length n_iter_
+        tr(P) after every batch (``trace_history_``): the quantity early stopping watches.
+    converged_ : bool
+        Whether early stopping (``early_stopping_tol``) ended the filter before its last batch.
     rows_used_ : int
     seconds_per_row_ : float
     max_rank_, batch_size_ : int or None
@@ -591,6 +597,7 @@ class TTKalmanGP(BaseModel):
         self.rank_history_, self.trace_history_ = [], []
         initial_trace = previous_trace = float((prior_root ** 2).sum(dim=1).prod())
         quiet, used = 0, 0
+        stopped = False
         rows_to_use = num_rows if self.budget_["rows"] is None else min(num_rows, int(self.budget_["rows"]))
         held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out"
                                                          and self.noise_variance is None) else None
@@ -621,11 +628,15 @@ class TTKalmanGP(BaseModel):
                     small = previous_trace - trace < float(self.early_stopping_tol) * max(gained, 0.0)
                     quiet = quiet + 1 if small else 0
                     if quiet >= int(self.patience):
+                        stopped = True
                         break
                 previous_trace = trace
         filter_seconds = time.perf_counter() - start
         self.seconds_per_row_ = filter_seconds / max(used, 1)
         self.rows_used_ = used
+        self.history_ = list(self.trace_history_)
+        self.n_iter_ = len(self.history_)
+        self.converged_ = bool(stopped)
         self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
         self.posterior_mean_tt_ = mean
         root = _diagonal_root(prior_root)

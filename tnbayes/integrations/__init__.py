@@ -1,0 +1,1 @@
+"""Adapters to other libraries (imported lazily: their dependencies are optional extras)."""
