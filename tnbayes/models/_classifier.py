@@ -60,10 +60,12 @@ class BinaryClassifierMixin:
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Latent mean f(x) on the ±1 scale → shape (n,)."""
+        self._check_fitted("decision_function")
         return self.posterior(X, observation_noise=False).mean.detach().cpu().numpy()
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities → shape (n, 2), columns in the order of ``classes_``."""
+        self._check_fitted("predict_proba")
         post = self.posterior(X, observation_noise=True)
         mean = post.mean.detach().cpu().numpy()
         std = post.stddev.detach().cpu().numpy()
@@ -76,6 +78,7 @@ class BinaryClassifierMixin:
         """Predicted labels (sign of the latent mean) → shape (n,), values from ``classes_``."""
         if return_std:
             raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
+        self._check_fitted("predict")
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:

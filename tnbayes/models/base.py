@@ -306,6 +306,7 @@ class BaseModel:
             Same array type as ``X`` (numpy unless ``X`` is a torch tensor).
         std : ndarray or tensor of shape (n,), if ``return_std``
         """
+        self._check_fitted("predict")
         post = self.posterior(X, observation_noise=True)
         as_torch = isinstance(X, torch.Tensor)
 
@@ -326,6 +327,7 @@ class BaseModel:
         -------
         float
         """
+        self._check_fitted("score")
         mean = self.posterior(X).mean
         yt = check_targets(y, n_samples=mean.shape[0], dtype=mean.dtype, device=mean.device)
         return float(1.0 - ((yt - mean) ** 2).sum() / ((yt - yt.mean()) ** 2).sum())

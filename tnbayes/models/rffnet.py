@@ -716,6 +716,7 @@ class RFFNetClassifier(_RFFNetBase):
         """Most probable class → shape (n,), values from ``classes_``."""
         if return_std:
             raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
+        self._check_fitted("predict")
         return self.classes_[self.decision_function(X).argmax(axis=1)]
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
