@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from tnbayes._validation import ArrayLike, available_memory_bytes, check_inputs
+from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 
@@ -631,7 +632,8 @@ class RFFNet(_RFFNetBase):
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues
         self.weight_prior_variance_ = posterior.prior_variance
-        self.noise_variance_ = posterior.noise_variance
+        # floored as the other regressors' noise (constant targets would otherwise give a zero predictive variance)
+        self.noise_variance_ = max(float(posterior.noise_variance), NOISE_LOWER_BOUND)
         self.log_marginal_likelihood_ = posterior.log_marginal_likelihood
         self._report(f"{self.num_features_} random Fourier features, relevances trained for {self.epochs_} epochs "
                      f"(best validation loss at epoch {self.best_epoch_}); last layer by marginal likelihood: "
