@@ -9,15 +9,19 @@ the wrong shape for the stored parameters).
 
 from __future__ import annotations
 
+import collections.abc
 import hashlib
+import inspect
 import json
 import os
+import types
+import typing
 import warnings
 from typing import Any
 
 import torch
 
-__all__ = ["ModelFileError", "payload_checksum", "read_model_file", "check_loaded_model"]
+__all__ = ["ModelFileError", "payload_checksum", "read_model_file", "check_param_types", "check_loaded_model"]
 
 #: the payload's entries and their types (``checksum`` from format version 2 on)
 _LAYOUT: dict[str, type] = {"format": str, "format_version": int, "tnbayes_version": str, "class": str,
@@ -146,6 +150,69 @@ def read_model_file(path: str | os.PathLike, *, format_name: str, max_version: i
         if not name.isidentifier() or name.startswith("_") or not name.endswith("_"):
             raise ModelFileError(path, f"scalers_json entry {name!r} does not name a fitted attribute.")
     return decoded
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a stored parameter value fits a constructor annotation (unknown annotations accept anything)."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is None or hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    target = origin or hint
+    if target in (list, tuple, collections.abc.Sequence):
+        return isinstance(value, (list, tuple))
+    if target in (dict, collections.abc.Mapping):
+        return isinstance(value, dict)
+    if isinstance(target, type):
+        return isinstance(value, target) or target in (torch.dtype, torch.device)
+    return True
+
+
+def check_param_types(path: str | os.PathLike, model_cls: type, params: dict[str, Any]) -> None:
+    """Refuse stored constructor arguments whose type the constructor's annotations do not allow.
+
+    Parameters
+    ----------
+    path : str or path-like
+        For the message.
+    model_cls : type
+        The model class named in the file.
+    params : dict
+        The decoded ``params_json``.
+
+    Raises
+    ------
+    ModelFileError
+        For an unknown parameter name or a value of the wrong type (e.g. ``quantized = -1``).
+    """
+    hints: dict[str, Any] = {}
+    for klass in reversed(model_cls.__mro__):
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        try:
+            hints.update(typing.get_type_hints(klass.__init__))
+        except Exception:  # noqa: BLE001 - an annotation this Python cannot evaluate: no type check for it
+            continue
+    known = set(model_cls._param_names())
+    for name, value in params.items():
+        if name not in known:
+            raise ModelFileError(path, f"{model_cls.__name__} has no parameter {name!r}.")
+        if name in hints and not _matches(value, hints[name]):
+            raise ModelFileError(path, f"parameter {name} = {value!r} is not of the type {model_cls.__name__} "
+                                       f"takes ({hints[name]}).")
 
 
 def check_loaded_model(path: str | os.PathLike, model: Any) -> None:

@@ -25,7 +25,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from tnbayes._model_file import ModelFileError, check_loaded_model, payload_checksum, read_model_file
+from tnbayes._model_file import (
+    ModelFileError,
+    check_loaded_model,
+    check_param_types,
+    payload_checksum,
+    read_model_file,
+)
 from tnbayes._validation import (
     ArrayLike,
     check_inputs,
@@ -515,15 +521,16 @@ class BaseModel:
             raise TypeError(f"{path} holds a {class_name}, not a {cls.__name__}.")
         try:
             params = _from_jsonable(payload["params"])
-            unknown = sorted(set(params) - set(model_cls._param_names()))
-            if unknown:
-                raise ValueError(f"{class_name} has no parameters {unknown}")
+            check_param_types(path, model_cls, params)
             if device is not None:
                 params["device"] = str(device)
             model = model_cls(**params)
             model.dtype_  # noqa: B018 - the stored dtype and device must be valid
             target_device = model.device_
-        except RuntimeError:  # a CUDA device that is not available here: the user's fix is load(..., device=)
+            validate = getattr(model, "_validate_params", None)  # the checks fit runs first, where argument-free
+            if callable(validate) and not inspect.signature(validate).parameters:
+                validate()
+        except (RuntimeError, ModelFileError):  # RuntimeError: CUDA unavailable here; the fix is load(..., device=)
             raise
         except Exception as err:  # noqa: BLE001 - an edited parameter, whatever it breaks
             raise ModelFileError(path, f"its parameters are invalid ({err}).") from None

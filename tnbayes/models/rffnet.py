@@ -711,6 +711,7 @@ class RFFNetClassifier(_RFFNetBase):
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Softmax class probabilities → shape (n, C), columns in the order of ``classes_``."""
+        self._check_fitted("predict_proba")
         logits = torch.as_tensor(self.decision_function(X))
         return torch.softmax(logits, dim=-1).numpy()
 
