@@ -19,6 +19,10 @@ from tnbayes._validation import ArrayLike, check_targets
 __all__ = ["GaussianPosterior"]
 
 
+#: dense covariances up to this size are checked for positive semi-definiteness at construction (an eigvalsh)
+_EIGEN_CHECK_MAX_SIZE = 2000
+
+
 def _as_float_tensor(value: Any, name: str, like: torch.Tensor | None = None) -> torch.Tensor:
     """``value`` (tensor, numpy array or sequence) as a floating tensor (of ``like``'s dtype and device)."""
     try:
@@ -62,6 +66,8 @@ def _check_covariance(cov: torch.Tensor) -> None:
     asym = float((cov - cov.transpose(-1, -2)).abs().max())
     if asym > tol:
         raise ValueError(f"covariance is not symmetric (largest |C - Cᵀ| = {asym:.3g}).")
+    if cov.shape[-1] > _EIGEN_CHECK_MAX_SIZE:  # O(n³): large joint covariances are only checked by rsample
+        return
     smallest = float(torch.linalg.eigvalsh(cov.to(torch.float64)).min())
     if smallest < -tol:
         raise ValueError(f"covariance is not positive semi-definite: its smallest eigenvalue is {smallest:.3g}.")
