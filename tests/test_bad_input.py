@@ -401,3 +401,13 @@ def test_corrupt_file_fuzz(name, saved, tmp_path):
             assert str(err).startswith(NOT_VALID)
             continue
         np.testing.assert_array_equal(_outputs(loaded, X), expected, err_msg=f"variant {index} loaded differently")
+
+
+def test_format_version_1_files_still_load(saved, tmp_path):
+    """Files written before the checksum (format version 1) load as before."""
+    path, expected, X = saved["CPDKernelMachine"]
+    payload = _payload(path)
+    payload.pop("checksum")
+    payload["format_version"] = 1
+    torch.save(payload, tmp_path / "v1.tnb")
+    np.testing.assert_array_equal(_outputs(tnbayes.load_model(tmp_path / "v1.tnb"), X), expected)
