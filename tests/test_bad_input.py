@@ -216,6 +216,12 @@ HUGE = {  # estimator, the expensive function that must not be reached (module[:
     "TKM": (lambda: tnbayes.TKM(num_basis=10**6), "tnbayes.models.qtkm", "select_krr_hyperparameters"),
     "QTKM": (lambda: tnbayes.QTKM(rank=10**6), "tnbayes.models.qtkm", "select_krr_hyperparameters"),
     "RFFNet": (lambda: tnbayes.RFFNet(num_features=10**6), "tnbayes.models.rffnet", "RFFNetModule"),
+    "CPDKernelMachine": (lambda: tnbayes.CPDKernelMachine(num_basis=10**6, rank=2), "tnbayes.models.cpd:CPDKernelMachine",
+                         "_resolve_hyperparameters"),
+    "CPDKernelMachine-rank": (lambda: tnbayes.CPDKernelMachine(rank=10**6), "tnbayes.models.cpd:CPDKernelMachine",
+                              "_resolve_hyperparameters"),
+    "TNKF": (lambda: tnbayes.TNKF(truncation={"covariance": {"max_rank": 10**6}}), "tnbayes.models.tnkf:TNKF",
+             "kernel_matrix"),
 }
 
 

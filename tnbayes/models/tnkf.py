@@ -504,6 +504,8 @@ class TNKF(BaseModel):
         fit_start = time.perf_counter()
         self._validate_params()
         rules = self._truncation_rules()
+        self.tt_shape_ = list(tensorize_shape(X.shape[0], int(self.max_factor), merge_to=int(self.mode_size))[0])
+        self._check_memory(rules)  # a given covariance rank that cannot fit is refused before any work
         self._resolve_hyperparameters(X, y)
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.kernel_module_ = self._make_kernel_module(X.shape[1])
