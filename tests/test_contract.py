@@ -90,7 +90,7 @@ def test_save_load_round_trip_is_exact(factory, tmp_path):
     assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
     # the file is readable with weights_only=True, i.e. it contains no pickled code
     payload = torch.load(path, weights_only=True)
-    assert payload["format_version"] == 1
+    assert payload["format_version"] == tnbayes.models.base.FORMAT_VERSION
 
 
 def test_load_rejects_other_files(tmp_path):

@@ -81,7 +81,7 @@ def test_errors(diag_post):
         GaussianPosterior(torch.zeros(3))
     with pytest.raises(ValueError, match="strictly in"):
         diag_post.interval(1.5)
-    with pytest.raises(ValueError, match="inconsistent"):
+    with pytest.raises(ValueError, match="3 entries but this posterior is over"):
         diag_post.log_prob(np.zeros(3))
     zero = GaussianPosterior(torch.zeros(2, dtype=torch.float64), variance=torch.zeros(2, dtype=torch.float64),
                              observation_noise=False)

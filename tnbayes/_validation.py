@@ -71,9 +71,10 @@ def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
         )
     if arr.dtype.kind == "c":
         raise ValueError(f"Complex data not supported: {name} is complex; pass real-valued data.")
-    if not arr.flags.writeable:  # torch refuses to share memory with a read-only (e.g. memory-mapped) array
+    arr = np.ascontiguousarray(arr)
+    if not arr.flags.writeable:  # read-only views (pandas 3 copy-on-write, memory maps): torch.from_numpy would warn
         arr = arr.copy()
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.from_numpy(arr)
 
 
 def _is_sparse(a: Any) -> bool:
@@ -102,10 +103,11 @@ def _check_finite(t: torch.Tensor, name: str) -> None:
         n_bad = int(bad.sum())
         first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
         kind = "NaN" if bool(torch.isnan(t).any()) else "inf"
+        keep = (f"the rows where np.isfinite({name}).all(axis=1) holds" if t.ndim == 2
+                else f"the entries where np.isfinite({name}) holds")
         raise ValueError(
             f"{name} contains {n_bad} non-finite value(s) ({kind}), first at index {first}. "
-            f"Remove or impute missing values before fitting (e.g. drop rows with "
-            f"np.isfinite(...).all(axis=1) == False)."
+            f"Remove or impute the missing values first (e.g. keep only {keep})."
         )
 
 

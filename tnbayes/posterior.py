@@ -19,17 +19,73 @@ from tnbayes._validation import ArrayLike, check_targets
 __all__ = ["GaussianPosterior"]
 
 
+#: dense covariances up to this size are checked for positive semi-definiteness at construction (an eigvalsh)
+_EIGEN_CHECK_MAX_SIZE = 2000
+
+
+def _as_float_tensor(value: Any, name: str, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``value`` (tensor, numpy array or sequence) as a floating tensor (of ``like``'s dtype and device)."""
+    try:
+        t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{name} must be a torch tensor or an array of numbers; got {type(value).__name__} "
+                        f"({err}).") from None
+    if t.is_complex() or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+        raise TypeError(f"{name} must hold real numbers; got dtype {t.dtype}.")
+    if like is not None:
+        return t.to(dtype=like.dtype, device=like.device)
+    return t if t.is_floating_point() else t.to(torch.float64)
+
+
+def _check_finite_values(t: torch.Tensor, name: str) -> None:
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        raise ValueError(f"{name} contains {int(bad.sum())} non-finite value(s) (NaN or inf), first at index "
+                         f"{tuple(torch.nonzero(bad)[0].tolist())}; a Gaussian needs finite moments.")
+
+
+def _round_off(t: torch.Tensor) -> float:
+    """Negative values within this of zero are round-off (√eps of the largest magnitude, at least √eps)."""
+    scale = float(t.abs().max()) if t.numel() else 1.0
+    return math.sqrt(torch.finfo(t.dtype).eps) * max(1.0, scale)
+
+
+def _check_nonnegative(variance: torch.Tensor, name: str) -> None:
+    if variance.numel() and float(variance.min()) < -_round_off(variance):
+        index = int(variance.argmin())
+        raise ValueError(f"{name} must be >= 0; entry {index} is {float(variance[index]):.6g}. A negative "
+                         f"variance is not round-off; check how it was computed.")
+
+
+def _check_covariance(cov: torch.Tensor) -> None:
+    """A dense covariance must be finite, symmetric and positive semi-definite (up to round-off)."""
+    _check_finite_values(cov, "covariance")
+    if cov.numel() == 0:
+        return
+    tol = _round_off(cov)
+    asym = float((cov - cov.transpose(-1, -2)).abs().max())
+    if asym > tol:
+        raise ValueError(f"covariance is not symmetric (largest |C - Cᵀ| = {asym:.3g}).")
+    if cov.shape[-1] > _EIGEN_CHECK_MAX_SIZE:  # O(n³): large joint covariances are only checked by rsample
+        return
+    smallest = float(torch.linalg.eigvalsh(cov.to(torch.float64)).min())
+    if smallest < -tol:
+        raise ValueError(f"covariance is not positive semi-definite: its smallest eigenvalue is {smallest:.3g}.")
+
+
 class GaussianPosterior:
     """A Gaussian distribution over the function values (latent) or observations at n inputs.
 
     Parameters
     ----------
-    mean : torch.Tensor of shape (n,)
-        Predictive mean in the user's units.
-    variance : torch.Tensor of shape (n,), optional
-        Marginal variances. Give exactly one of ``variance`` and ``covariance``.
-    covariance : torch.Tensor or LinearOperator of shape (n, n), optional
-        Joint covariance. Marginal variances are read off its diagonal.
+    mean : torch.Tensor or array-like of shape (n,)
+        Predictive mean in the user's units; finite.
+    variance : torch.Tensor or array-like of shape (n,), optional
+        Marginal variances, finite and >= 0 (negatives within round-off are set to 0). Give exactly one of
+        ``variance`` and ``covariance``.
+    covariance : torch.Tensor, array-like or LinearOperator of shape (n, n), optional
+        Joint covariance; a dense one must be finite, symmetric and positive semi-definite (up to round-off).
+        Marginal variances are read off its diagonal.
     observation_noise : bool
         ``True`` if the distribution is the predictive distribution of noisy observations
         (latent variance + noise variance), ``False`` for the latent function f.
@@ -60,17 +116,27 @@ class GaussianPosterior:
     ) -> None:
         if (variance is None) == (covariance is None):
             raise ValueError("Give exactly one of `variance` (diagonal) or `covariance` (full).")
+        mean = _as_float_tensor(mean, "mean")
         if mean.ndim != 1:
             raise ValueError(f"mean must be 1-D of shape (n,); got shape {tuple(mean.shape)}.")
+        _check_finite_values(mean, "mean")
         n = mean.shape[0]
         if variance is not None:
+            variance = _as_float_tensor(variance, "variance", like=mean)
             if variance.shape != mean.shape:
                 raise ValueError(
                     f"variance has shape {tuple(variance.shape)} but mean has shape {tuple(mean.shape)}."
                 )
-            variance = variance.clamp_min(0.0)
-        if covariance is not None and tuple(covariance.shape) != (n, n):
-            raise ValueError(f"covariance must have shape ({n}, {n}); got {tuple(covariance.shape)}.")
+            _check_finite_values(variance, "variance")
+            _check_nonnegative(variance, "variance")
+            variance = variance.clamp_min(0.0)  # round-off below zero only (checked above)
+        if covariance is not None:
+            if not isinstance(covariance, LinearOperator):
+                covariance = _as_float_tensor(covariance, "covariance", like=mean)
+            if tuple(covariance.shape) != (n, n):
+                raise ValueError(f"covariance must have shape ({n}, {n}); got {tuple(covariance.shape)}.")
+            if isinstance(covariance, torch.Tensor):
+                _check_covariance(covariance)
         self._mean = mean
         self._variance = variance
         self._covariance = covariance
@@ -202,13 +268,16 @@ class GaussianPosterior:
         torch.Tensor of shape (n,)
             ``log N(y_i | mean_i, variance_i)``. Use ``mvn.log_prob`` for the joint density.
         """
-        yt = check_targets(y, n_samples=len(self), dtype=self._mean.dtype, device=self._mean.device)
+        yt = check_targets(y, dtype=self._mean.dtype, device=self._mean.device)
+        if yt.shape[0] != len(self):
+            raise ValueError(f"y has {yt.shape[0]} entries but this posterior is over {len(self)} points; pass one "
+                             f"observation per input given to posterior(X).")
         var = self.variance
         if bool((var <= 0).any()):
-            raise ValueError(
-                "Some predictive variances are zero, so the density is undefined; use "
-                "posterior(X, observation_noise=True)."
-            )
+            advice = ("the distribution already includes the observation noise, so the model that made it has a "
+                      "zero noise variance; refit it (a noise floor applies) or add noise before evaluating densities"
+                      if self.observation_noise else "use posterior(X, observation_noise=True)")
+            raise ValueError(f"Some predictive variances are zero, so the density is undefined; {advice}.")
         return -0.5 * (math.log(2 * math.pi) + var.log() + (yt - self._mean) ** 2 / var)
 
     # ------------------------------------------------------------------ conversions

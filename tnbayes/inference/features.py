@@ -27,6 +27,10 @@ from tnbayes.basis.quantized import (
 
 __all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures"]
 
+#: above this many unquantized Fourier features per input, ``FourierPolynomialFeatures.kernel`` sums them in closed
+#: form (a Dirichlet kernel, O(1) per entry) instead of through the (n, M) features
+CLOSED_FORM_MIN_BASIS = 4096
+
 
 class TensorProductFeatures:
     """Interface: per-mode feature matrices of a tensor-product feature map.
@@ -218,11 +222,39 @@ class FourierPolynomialFeatures(TensorProductFeatures):
             Complex Hermitian (for X1 = X2) for Fourier features; real for polynomials.
         """
         # the kernel of a Kronecker-factored feature map is the product of its factors' kernels
+        closed_form = self.kind == "fourier" and not self.quantized and self.num_basis > CLOSED_FORM_MIN_BASIS
         result = None
         for mode in range(self.num_modes):
-            factor = self.mode_features(X1, mode)[0] @ self.mode_features(X2, mode)[0].conj().T
+            if closed_form:  # the same sum without the (n, M) features: huge M costs no memory or time
+                factor = self._dirichlet_kernel(X1[:, mode], X2[:, mode])
+            else:
+                factor = self.mode_features(X1, mode)[0] @ self.mode_features(X2, mode)[0].conj().T
             result = factor if result is None else result * factor
         return result
+
+
+    def _dirichlet_kernel(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        """``Σ_k exp(i k θ)`` over the M frequencies k = a … a + M − 1 (a = −⌊M/2⌋), θ = 2π (x − x')/P, in closed
+        form ``exp(i (2a + M − 1) θ/2) sin(Mθ/2) / sin(θ/2)`` (divided by M when ``normalize``).
+
+        Parameters
+        ----------
+        x1 : torch.Tensor of shape (n1,)
+        x2 : torch.Tensor of shape (n2,)
+
+        Returns
+        -------
+        torch.Tensor of shape (n1, n2), complex
+        """
+        M, a = self.num_basis, -(self.num_basis // 2)
+        half = (math.pi / float(self.period)) * (x1.unsqueeze(-1) - x2.unsqueeze(0))
+        s = torch.sin(half)
+        near = s.abs() < 1e-6  # θ ≈ 0 (mod 2π): the ratio's limit, by l'Hôpital
+        ratio = torch.where(near, M * torch.cos(M * half) / torch.cos(half), torch.sin(M * half) / torch.where(
+            near, torch.ones_like(s), s))
+        if self.normalize:
+            ratio = ratio / M
+        return torch.polar(ratio.abs(), (2 * a + M - 1) * half + torch.where(ratio < 0, math.pi, 0.0))
 
 
 class PeriodMixtureFeatures(TensorProductFeatures):

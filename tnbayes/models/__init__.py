@@ -1,6 +1,6 @@
 """User-facing estimators."""
 
-from tnbayes.models.base import BaseModel, NotFittedError, load_model
+from tnbayes.models.base import BaseModel, ModelFileError, NotFittedError, load_model
 from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
 from tnbayes.models.exact_gp import ExactGP
 from tnbayes.models.fl import FeatureLearningKM, FLModel
@@ -24,4 +24,4 @@ __all__ = [
     "TNKF",
     "TNKFClassifier",
     "TTKalmanGP",
-    "BaseModel", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]
+    "BaseModel", "ModelFileError", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]

@@ -5,10 +5,12 @@
 tensors (``_fit`` and ``_latent``); validation, scaling, unit conversion, persistence and the
 fitted-check live here, once.
 
-Persistence format (``format_version`` 1): a single file written with ``torch.save`` holding only
+Persistence format (``format_version`` 2): a single file written with ``torch.save`` holding only
 tensors, strings and numbers — constructor arguments and scalar fitted attributes as JSON strings,
-tensors as tensors — and read back with ``torch.load(weights_only=True)``, so loading a file never
-executes code from it.
+tensors as tensors, and a SHA-256 checksum of all of it — and read back with
+``torch.load(weights_only=True)``, so loading a file never executes code from it. Every damaged or edited
+file raises :class:`~tnbayes.ModelFileError` at load time (see :mod:`tnbayes._model_file`); version 1 files
+(no checksum) still load.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ import sklearn.exceptions
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from tnbayes._model_file import (
+    ModelFileError,
+    check_loaded_model,
+    check_param_types,
+    payload_checksum,
+    read_model_file,
+)
 from tnbayes._validation import (
     ArrayLike,
     check_feature_names,
@@ -43,9 +52,13 @@ from tnbayes.posterior import GaussianPosterior
 from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
 from tnbayes.selection.input_box import apply_input_box, prediction_box
 
-__all__ = ["BaseModel", "NotFittedError", "load_model", "FORMAT_VERSION"]
+__all__ = ["BaseModel", "NotFittedError", "ModelFileError", "load_model", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a SHA-256 checksum of the payload (version 1 files, without one, still load)
+#: the dtypes a model file may name (``{"__dtype__": name}``); anything else is refused, never looked up on torch
+_DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+                "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
+                "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 _FORMAT_NAME = "tnbayes-model"
 _MODEL_CLASSES: dict[str, type["BaseModel"]] = {}
 
@@ -83,7 +96,10 @@ def _jsonable(value: Any) -> Any:
 def _from_jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {"__dtype__"}:
-            return getattr(torch, value["__dtype__"])
+            name = value["__dtype__"]
+            if not isinstance(name, str) or name not in _DTYPE_NAMES:
+                raise ValueError(f"unknown dtype {name!r} (known: {sorted(_DTYPE_NAMES)})")
+            return _DTYPE_NAMES[name]
         if set(value) == {"__tuple__"}:
             return tuple(_from_jsonable(v) for v in value["__tuple__"])
         return {k: _from_jsonable(v) for k, v in value.items()}
@@ -338,6 +354,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
         std : ndarray or tensor of shape (n,), if ``return_std``
         cov : ndarray or tensor of shape (n, n), if ``return_cov``
         """
+        self._check_fitted("predict")
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         post = self.posterior(X, observation_noise=True, full_covariance=return_cov)
@@ -389,6 +406,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
         -------
         float
         """
+        self._check_fitted("score")
         mean = self.posterior(X).mean
         yt = check_targets(y, n_samples=mean.shape[0], dtype=mean.dtype, device=mean.device)
         return float(1.0 - ((yt - mean) ** 2).sum() / ((yt - yt.mean()) ** 2).sum())
@@ -549,6 +567,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
             "tensors": tensors,
             "extra": {k: v.detach().cpu() for k, v in self._extra_state().items()},
         }
+        payload["checksum"] = payload_checksum(payload)
         torch.save(payload, os.fspath(path))
 
     @classmethod
@@ -565,38 +584,57 @@ class BaseModel(RegressorMixin, BaseEstimator):
         -------
         BaseModel
             An instance of the saved class; ``cls.load`` checks that it is a subclass of ``cls``.
+
+        Raises
+        ------
+        FileNotFoundError
+            When ``path`` does not exist.
+        ModelFileError
+            A ``ValueError`` starting "not a valid tnbayes model file: " for a damaged, truncated, edited or
+            foreign file (checked at load time: layout, format version, checksum, parameters, and a prediction at
+            the centre of the training data that catches tensors of the wrong shape).
         """
-        payload = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-        if not isinstance(payload, dict) or payload.get("format") != _FORMAT_NAME:
-            raise ValueError(f"{path} is not a tnbayes model file.")
-        version = payload.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(
-                f"{path} uses model-file format version {version}; this tnbayes ({__version__}) reads "
-                f"up to {FORMAT_VERSION}. Upgrade tnbayes to load it."
-            )
+        payload = read_model_file(path, format_name=_FORMAT_NAME, max_version=FORMAT_VERSION,
+                                  package_version=__version__)
         class_name = payload["class"]
         model_cls = _MODEL_CLASSES.get(class_name)
         if model_cls is None:
-            raise ValueError(f"{path} holds a {class_name!r}, which this tnbayes does not know.")
+            raise ModelFileError(path, f"it holds a {class_name!r}, which this tnbayes ({__version__}) does not know.")
         if not issubclass(model_cls, cls):
             raise TypeError(f"{path} holds a {class_name}, not a {cls.__name__}.")
-        params = _from_jsonable(json.loads(payload["params_json"]))
-        if device is not None:
-            params["device"] = str(device)
-        model = model_cls(**params)
-        target_device = model.device_
-        tensors = payload["tensors"]
-        for name, config in json.loads(payload["scalers_json"]).items():
-            state = {k.split(".", 1)[1]: v.to(target_device) for k, v in tensors.items()
-                     if k.startswith(name + ".")}
-            setattr(model, name, AffineScaler.from_state(config, state))
-        for name, value in tensors.items():
-            if "." not in name:
-                setattr(model, name, value.to(target_device))
-        for name, value in _from_jsonable(json.loads(payload["scalars_json"])).items():
-            setattr(model, name, value)
-        model._after_load({k: v.to(target_device) for k, v in payload["extra"].items()})
+        try:
+            params = _from_jsonable(payload["params"])
+            check_param_types(path, model_cls, params)
+            if device is not None:
+                params["device"] = str(device)
+            model = model_cls(**params)
+            model.dtype_  # noqa: B018 - the stored dtype and device must be valid
+            target_device = model.device_
+            validate = getattr(model, "_validate_params", None)  # the checks fit runs first, where argument-free
+            if callable(validate) and not inspect.signature(validate).parameters:
+                validate()
+        except (RuntimeError, ModelFileError):  # RuntimeError: CUDA unavailable here; the fix is load(..., device=)
+            raise
+        except Exception as err:  # noqa: BLE001 - an edited parameter, whatever it breaks
+            raise ModelFileError(path, f"its parameters are invalid ({err}).") from None
+        try:
+            tensors = payload["tensors"]
+            for name, config in payload["scalers"].items():
+                state = {k.split(".", 1)[1]: v.to(target_device) for k, v in tensors.items()
+                         if k.startswith(name + ".")}
+                setattr(model, name, AffineScaler.from_state(config, state))
+            for name, value in tensors.items():
+                if "." not in name:
+                    setattr(model, name, value.to(target_device))
+            for name, value in _from_jsonable(payload["scalars"]).items():
+                setattr(model, name, value)
+            model._after_load({k: v.to(target_device) for k, v in payload["extra"].items()})
+        except Exception as err:  # noqa: BLE001
+            raise ModelFileError(path, f"its fitted state cannot be restored ({type(err).__name__}: "
+                                       f"{str(err)[:200]}).") from None
+        if not model.is_fitted:
+            raise ModelFileError(path, "it holds no fitted model (n_features_in_ is missing).")
+        check_loaded_model(path, model)
         return model
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
     ApproximationWarning,
@@ -369,6 +370,11 @@ class CPDKernelMachine(CPDModelBase):
         sample = (X, y) if sample is None else sample
         extremes = X if extremes is None else extremes
         self._validate_params(extremes.shape[1])
+        if self.num_basis is not None or self.rank is not None:  # refuse a core that cannot fit before any work
+            m = int(self.num_basis) if self.num_basis is not None else 1
+            r = int(self.rank) if self.rank is not None else min(AUTO_RANKS)
+            check_fits_in_memory(4 * (m * r) ** 2 * 8, f"num_basis = {m}, rank = {r} (a core with M·R = {m * r} "
+                                 f"unknowns)", "lower the rank or num_basis", self.device_)
         self._resolve_hyperparameters(*sample, extremes)
         self.features_ = self._build_features(extremes)
         if self.rank is not None:

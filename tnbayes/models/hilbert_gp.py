@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_positive, check_targets
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
@@ -628,6 +629,13 @@ class HilbertGP(BaseModel):
         rule = name if name in HILBERT_RULE_CONSTANTS else None
         num_dims = X.shape[1]
         self._validate_hyperparameters(num_dims)
+        if self.num_basis is not None:  # the smallest structure has M functions in all; ΦᵀΦ and Φ are float64
+            width = int(self.num_basis) * (num_dims if self.structure == "additive" else 1)
+            if self.structure == "product":
+                width = int(self.num_basis) ** num_dims
+            check_fits_in_memory(8 * (width * width + min(int(self.chunk_size), X.shape[0]) * width),
+                                 f"num_basis = {int(self.num_basis)} ({width} basis functions in all)",
+                                 "lower num_basis (or leave it None to choose it from the data)", self.device_)
         # The likelihood work is O(M_tot^3) and ill-conditioned for small noise: always float64.
         X, y = X.to(torch.float64), y.to(torch.float64)
         center, half_range = data_center_and_half_range(X, allow_constant=True)

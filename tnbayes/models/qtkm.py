@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows
+from tnbayes._sizes import check_fits_in_memory
+from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows, quantized_factor_sizes
 from tnbayes.inference import FourierPolynomialFeatures
+from tnbayes.inference.features import CLOSED_FORM_MIN_BASIS
 from tnbayes.inference.als import StreamedRows
 from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
@@ -251,6 +253,23 @@ class QTKM(CPDModelBase):
         self._report(f"λ = {self.penalty_:.3g}{period_text} ({self.hyperparameter_source_}); M = {int(self.num_basis)} "
                      f"{self.feature_map} features per input.")
 
+    def _check_sizes(self, num_dims: int, num_points: int) -> None:
+        """Refuse a ``num_basis``/``rank`` whose objects cannot fit, before the hyper-parameter CV: the CV's
+        unquantized features (n_cv, M) of one input (complex; none above ``CLOSED_FORM_MIN_BASIS`` Fourier
+        features) and the normal equations of the largest core, (q·R)² for QTKM and (M·R)² for TKM."""
+        M = int(self.num_basis)
+        remedy = "lower the rank" + ("" if self.quantized else " or num_basis (or use QTKM, whose cores have q·R unknowns)")
+        closed_form = self.feature_map == "fourier" and M > CLOSED_FORM_MIN_BASIS  # the CV's kernel needs no features
+        if not closed_form and (self.penalty is None or (self.feature_map == "fourier" and self.period is None)):
+            n_cv = min(num_points, int(self.hyper_max_points))
+            check_fits_in_memory(2 * 16 * n_cv * M, f"num_basis = {M} (the hyper-parameter "
+                                 f"cross-validation's {n_cv}×{M} features per input)", remedy, self.device_)
+        mode = max(quantized_factor_sizes(M)) if self.quantized else M
+        rank = int(self.rank) if self.rank is not None else min(self._auto_ranks)
+        width = mode * rank
+        check_fits_in_memory(4 * width * width * 8, f"num_basis = {M}, rank = {rank} (a core with "
+                             f"{mode}·{rank} = {width} unknowns)", remedy, self.device_)
+
     _out_of_box_remedy = "refit with a longer period"
 
     def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -269,6 +288,7 @@ class QTKM(CPDModelBase):
         sample = (X, y) if sample is None else sample
         extremes = X if extremes is None else extremes
         self._validate_params()
+        self._check_sizes(int(extremes.shape[1]), int(sample[0].shape[0]))
         self._resolve_hyperparameters(*sample)
         self.n_dims_ = int(extremes.shape[1])
         self.features_ = self._features()

@@ -34,6 +34,7 @@ from torch import nn
 
 from tnbayes._validation import ArrayLike, available_memory_bytes, check_feature_names, check_inputs
 from tnbayes.models._classifier import ClassifierContract, as_class_labels
+from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 
@@ -643,7 +644,8 @@ class RFFNet(_RFFNetBase):
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues
         self.weight_prior_variance_ = posterior.prior_variance
-        self.noise_variance_ = posterior.noise_variance
+        # floored as the other regressors' noise (constant targets would otherwise give a zero predictive variance)
+        self.noise_variance_ = max(float(posterior.noise_variance), NOISE_LOWER_BOUND)
         self.log_marginal_likelihood_ = posterior.log_marginal_likelihood
         self._report(f"{self.num_features_} random Fourier features, relevances trained for {self.epochs_} epochs "
                      f"(best validation loss at epoch {self.best_epoch_}); last layer by marginal likelihood: "
@@ -726,12 +728,14 @@ class RFFNetClassifier(ClassifierContract, _RFFNetBase):
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Softmax class probabilities → shape (n, C), columns in the order of ``classes_``."""
+        self._check_fitted("predict_proba")
         return torch.softmax(torch.as_tensor(self._logits(X)), dim=-1).numpy()
 
     def predict(self, X: ArrayLike, return_std: bool = False) -> np.ndarray:
         """Most probable class → shape (n,), values from ``classes_``."""
         if return_std:
             raise ValueError("return_std is for regression; use predict_proba for class probabilities.")
+        self._check_fitted("predict")
         best = self._logits(X).argmax(axis=1)
         return self.classes_[best]
 

@@ -30,6 +30,7 @@ from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
 from tnbayes.selection.cross_validation import lssvm_cross_validation_score
+from tnbayes.selection.input_box import OutOfBoxWarning
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors.tt import TTMatrix, TTVector, hierarchical_order, tensorize_shape
 
@@ -51,6 +52,9 @@ ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
 STREAM_ORDERS = ("auto", "given", "index", "random")
 #: entries of one dense kernel block computed at a time (rows × training points)
 _KERNEL_BLOCK_ENTRIES = 2**24
+#: an input whose kernel values to every training input are below this share of the prior variance is beyond the
+#: data's reach: its latent variance is the prior's (the dual weights say nothing about it) and a warning is shown
+FAR_FROM_DATA_KERNEL_RATIO = 1e-3
 
 
 class TNKF(BaseModel):
@@ -507,6 +511,8 @@ class TNKF(BaseModel):
         fit_start = time.perf_counter()
         self._validate_params()
         rules = self._truncation_rules()
+        self.tt_shape_ = list(tensorize_shape(X.shape[0], int(self.max_factor), merge_to=int(self.mode_size))[0])
+        self._check_memory(rules)  # a given covariance rank that cannot fit is refused before any work
         self._resolve_hyperparameters(X, y)
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.kernel_module_ = self._make_kernel_module(X.shape[1])
@@ -641,11 +647,12 @@ class TNKF(BaseModel):
         alpha = self.posterior_mean_tt_
         rule = self._truncation_rules()["row"]
         L = self.posterior_cov_sqrt_tt_
-        means, variances, projections = [], [], []
+        means, variances, projections, reach = [], [], [], []
         block = self._block_rows(n)
         for first in range(0, X.shape[0], block):
             k = torch.zeros(min(block, X.shape[0] - first), self.n_padded_, dtype=self.dtype_, device=self.device_)
             k[:, :n] = self.kernel_matrix(X[first:first + block], self.train_inputs_)
+            reach.append(k[:, :n].abs().amax(dim=1) / float(self.outputscale_))
             for row in k:
                 # the row compressed as the training rows were: the filter's own measurement model
                 row_tt = TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank)
@@ -655,14 +662,23 @@ class TNKF(BaseModel):
                 else:
                     variances.append(L.transpose_matvec_norm_squared(row_tt))
         mean = torch.stack(means)
+        # beyond the kernel's reach the rows vanish, so k*ᵀ P k* does too: there the model knows nothing but the
+        # prior, whose variance (outputscale) the latent gets instead of the in-sample one
+        unreached = torch.cat(reach) < FAR_FROM_DATA_KERNEL_RATIO
+        if bool(unreached.any()):
+            warnings.warn(f"{type(self).__name__}: {int(unreached.sum())} of {X.shape[0]} inputs are beyond the "
+                          f"kernel's reach of every training input (all kernel values below "
+                          f"{FAR_FROM_DATA_KERNEL_RATIO:g} of the prior variance); there the prediction is the bias "
+                          f"with the prior's variance.", OutOfBoxWarning, stacklevel=4)
+        prior = torch.where(unreached, float(self.outputscale_), 0.0).to(mean.dtype)
         if not full_covariance:
-            return mean, torch.stack(variances).to(mean.dtype).clamp_min(0.0)
+            return mean, torch.maximum(torch.stack(variances).to(mean.dtype).clamp_min(0.0), prior)
         m = len(projections)
         cov = torch.empty(m, m, dtype=mean.dtype, device=mean.device)
         for i in range(m):
             for j in range(i, m):
                 cov[i, j] = cov[j, i] = projections[i].dot(projections[j])
-        return mean, cov
+        return mean, cov + torch.diag(prior)
 
     # ------------------------------------------------------------------ persistence
     def _extra_state(self) -> dict[str, torch.Tensor]:

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 import torch
 
+from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import check_positive
 from tnbayes.basis import (
     HilbertBasis,
@@ -583,6 +584,10 @@ class TTKalmanGP(BaseModel):
         sample = (X, y) if sample is None else sample
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
+        if self.num_basis is not None:  # a covariance core holds at least M×M float64 entries (times TT ranks)
+            check_fits_in_memory(8 * int(self.num_basis) ** 2, f"num_basis = {int(self.num_basis)} (a covariance "
+                                 f"core of {int(self.num_basis)}×{int(self.num_basis)} entries per input)",
+                                 "lower num_basis (or leave it None to choose it from the data)", self.device_)
         self.lengthscale_, self.outputscale_, self.measurement_noise_ = self._hyperparameters(
             sample[0].to(torch.float64), sample[1].to(torch.float64), extremes)
         hyperparameter_seconds = time.perf_counter() - fit_start
