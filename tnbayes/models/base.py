@@ -610,8 +610,11 @@ class BaseModel(RegressorMixin, BaseEstimator):
             model = model_cls(**params)
             model.dtype_  # noqa: B018 - the stored dtype and device must be valid
             target_device = model.device_
-            validate = getattr(model, "_validate_params", None)  # the checks fit runs first, where argument-free
-            if callable(validate) and not inspect.signature(validate).parameters:
+            # the checks fit runs first, where a tnbayes model defines them without arguments (scikit-learn's own
+            # BaseEstimator._validate_params, which needs _parameter_constraints, is not one of them)
+            validate = getattr(model, "_validate_params", None)
+            if (callable(validate) and getattr(validate, "__module__", "").startswith("tnbayes.")
+                    and not inspect.signature(validate).parameters):
                 validate()
         except (RuntimeError, ModelFileError):  # RuntimeError: CUDA unavailable here; the fix is load(..., device=)
             raise
