@@ -1,5 +1,5 @@
-"""BoTorch adapter: condition_on_observations (HilbertGP's rank-k weight update) and (b, q, d) posteriors of every
-regressor."""
+"""BoTorch adapter: condition_on_observations (HilbertGP's rank-k weight update, TTKalmanGP's filter) and
+(b, q, d) posteriors of every regressor."""
 
 import warnings
 
@@ -55,6 +55,25 @@ def test_conditioning_without_a_cheap_update_names_the_alternative():
     with pytest.raises(NotImplementedError, match="refit .*to_botorch"):
         model.to_botorch().condition_on_observations(torch.zeros(2, 2, dtype=torch.float64),
                                                      torch.zeros(2, 1, dtype=torch.float64))
+
+
+def test_tt_kalman_conditioning_goes_through_the_adapter():
+    X_old, y_old = _data(30, 0)
+    X_new, y_new = _data(6, 1)
+    X_new = 0.9 * X_new
+    fixed = dict(lengthscale=[0.8, 0.8], outputscale=1.0, noise_variance=0.01, num_basis=5, c=2.0)
+    model = tnbayes.TTKalmanGP(tol=0.0, max_rank=None, **fixed).fit(X_old, y_old)
+    conditioned = model.to_botorch().condition_on_observations(torch.as_tensor(X_new),
+                                                               torch.as_tensor(y_new).unsqueeze(-1))
+    X_test = torch.as_tensor(_data(4, 2)[0] * 0.8)
+    expected = model.condition_on_observations(X_new, y_new).predict(X_test.numpy())
+    torch.testing.assert_close(conditioned.posterior(X_test.unsqueeze(0)).mean.reshape(-1),
+                               torch.as_tensor(expected), rtol=1e-10, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tnkf = tnbayes.TNKF(hyper_max_points=30).fit(X_old, y_old)
+    with pytest.raises(NotImplementedError, match="refit the TNKF .*TTKalmanGP"):
+        tnkf.to_botorch().condition_on_observations(torch.as_tensor(X_new), torch.as_tensor(y_new).unsqueeze(-1))
 
 
 def test_batched_conditioning_is_refused():

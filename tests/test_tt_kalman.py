@@ -120,3 +120,48 @@ def test_queries_outside_the_box_raise():
         tt = tnbayes.TTKalmanGP(out_of_box="raise", **_fixed(2, 6)).fit(X, y)
     with pytest.raises(ValueError, match="outside"):
         tt.posterior(np.array([[50.0, 0.0]]))
+
+
+@pytest.mark.parametrize("batch_size", [4, 16])
+def test_conditioning_on_new_rows_equals_the_dense_posterior_on_the_union(batch_size, tmp_path):
+    """Fitted on rows A, conditioned on rows B (the filter goes on from its state) = the dense Hilbert-GP
+    posterior on A ∪ B with the same basis and hyper-parameters (untruncated ranks)."""
+    X, y = _data(40, 2)
+    X_new, y_new = _data(11, 2, seed=3)
+    X_new = 0.9 * X_new  # inside the training box
+    Xq = np.random.default_rng(1).uniform(-0.9, 0.9, (15, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        dense = tnbayes.HilbertGP(structure="product", **_fixed(2, 5)).fit(X, y)
+        tt = tnbayes.TTKalmanGP(tol=0.0, max_rank=None, batch_size=batch_size, **_fixed(2, 5)).fit(X, y)
+    before = tt.posterior(Xq)
+    conditioned = tt.condition_on_observations(X_new, y_new)
+    expected, got = dense.condition_on_observations(X_new, y_new).posterior(Xq), conditioned.posterior(Xq)
+    torch.testing.assert_close(got.mean, expected.mean, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(got.variance, expected.variance, rtol=1e-6, atol=1e-10)
+    assert conditioned.n_iter_ == tt.n_iter_ + -(-11 // batch_size) and conditioned.n_conditioned_rows_ == 11
+    torch.testing.assert_close(tt.posterior(Xq).mean, before.mean)  # the fitted model is unchanged
+    # twice in a row, and after a save/load round trip, the filter goes on from the stored state
+    tt.save(tmp_path / "tt.tnb")
+    loaded = tnbayes.TTKalmanGP.load(tmp_path / "tt.tnb")
+    twice = tt.condition_on_observations(X_new[:5], y_new[:5]).condition_on_observations(X_new[5:], y_new[5:])
+    for model in (twice, loaded.condition_on_observations(X_new, y_new)):
+        torch.testing.assert_close(model.posterior(Xq).mean, expected.mean, rtol=1e-6, atol=1e-8)
+
+
+def test_conditioning_a_truncated_filter_keeps_its_rank_cap_and_accuracy():
+    """With a rank cap the conditioned filter stays within it, and close to the filter fitted on all rows."""
+    X, y = _data(60, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        model = tnbayes.TTKalmanGP(max_rank=3, batch_size=8, time_budget=None, noise_estimate="training",
+                                   **_fixed(3, 4))
+        full = model.fit(X, y)
+        part = tnbayes.TTKalmanGP(**model.get_params()).fit(X[:40], y[:40])
+    conditioned = part.condition_on_observations(X[40:], y[40:])
+    Xq = np.random.default_rng(2).uniform(-0.9, 0.9, (10, 3))
+    # not the same as the full fit (other row order and box), but close to it, finite and with positive variances
+    got, ref = conditioned.posterior(Xq), full.posterior(Xq)
+    assert torch.isfinite(got.mean).all() and (got.variance > 0).all()
+    assert float((got.mean - ref.mean).abs().max()) < 0.2
+    assert max(r for _, r in conditioned.rank_history_) <= 3

@@ -35,8 +35,10 @@ class BoTorchModel(Model):
     with q = 1 are computed in one call with marginal variances.
 
     ``condition_on_observations(X, Y)`` returns a new adapter around a conditioned copy where the model has a cheap
-    exact update (HilbertGP: a rank-k update of its Bayesian-linear-regression weight posterior, hyper-parameters
-    kept); other models raise ``NotImplementedError``: refit them on the extended data and call ``to_botorch()``.
+    update, hyper-parameters kept (HilbertGP: a rank-k update of its Bayesian-linear-regression weight posterior;
+    TTKalmanGP: its Kalman filter run on the new rows from the fitted state); other models raise
+    ``NotImplementedError`` (TNKF's state is the dual over the training points, so new points change its size):
+    refit them on the extended data and call ``to_botorch()``.
     """
 
     _num_outputs = 1
@@ -129,7 +131,8 @@ class BoTorchModel(Model):
         Raises
         ------
         NotImplementedError
-            For models without a cheap exact update (all but HilbertGP), and for batched X or Y (fantasies).
+            For models without a cheap update (all but HilbertGP and TTKalmanGP), and for batched X or Y
+            (fantasies).
         """
         model = self.tnbayes_model
         update = getattr(model, "condition_on_observations", None)
@@ -137,7 +140,8 @@ class BoTorchModel(Model):
             raise NotImplementedError(
                 f"{type(model).__name__} has no cheap exact update of its posterior, so its BoTorch model does not "
                 f"support condition_on_observations (or fantasize); refit the {type(model).__name__} on the "
-                "extended data and call to_botorch() again, or use a HilbertGP surrogate, which supports it.")
+                "extended data and call to_botorch() again, or use a HilbertGP or TTKalmanGP surrogate, which "
+                "support it.")
         if X.ndim != 2 or Y.shape[:1] != X.shape[:1] or Y.ndim > 2 or (Y.ndim == 2 and Y.shape[-1] != 1):
             raise NotImplementedError(f"condition_on_observations takes X of shape (k, d) and Y of shape (k, 1); "
                                       f"got {tuple(X.shape)} and {tuple(Y.shape)} (batched conditioning, as "

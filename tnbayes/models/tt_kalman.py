@@ -26,6 +26,7 @@ objects: mean c + φᵀm, variance ‖Lᵀφ‖² — never an M^D dense matrix.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -34,7 +35,7 @@ from typing import Any
 import torch
 
 from tnbayes._sizes import check_fits_in_memory
-from tnbayes._validation import check_positive
+from tnbayes._validation import ArrayLike, check_positive, check_targets
 from tnbayes.basis import (
     HilbertBasis,
     hilbert_box,
@@ -311,6 +312,11 @@ class TTKalmanGP(BaseModel):
         Posterior mean of the weights v.
     posterior_cov_sqrt_tt_ : TTMatrix
         L with P = L Lᵀ (the posterior covariance of v).
+    prior_root_ : torch.Tensor of shape (D, M)
+        Diagonals of the factors of L₀ (the prior root, scaled by any forgetting).
+    posterior_cov_correction_tt_ : TTMatrix or None
+        C with L = L₀ − C (None: no row filtered); with ``prior_root_`` the state
+        :meth:`condition_on_observations` goes on from.
     basis_ : HilbertBasis
     lengthscale_ : torch.Tensor of shape (D,)
     outputscale_, mean_constant_ : float
@@ -349,7 +355,8 @@ class TTKalmanGP(BaseModel):
     """
 
     input_scaling = "standard"
-    _transient_attributes = ("basis_", "posterior_mean_tt_", "posterior_cov_sqrt_tt_")
+    _transient_attributes = ("basis_", "posterior_mean_tt_", "posterior_cov_sqrt_tt_",
+                             "posterior_cov_correction_tt_")
     supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
 
     def __init__(self, kernel: str = "se", nu: float | None = None, *, num_basis: int | None = None,
@@ -609,10 +616,7 @@ class TTKalmanGP(BaseModel):
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
             for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
-                if self.forgetting < 1.0:  # P / λ: both parts of the root scale by 1/√λ
-                    factor = 1.0 / math.sqrt(float(self.forgetting))
-                    prior_root = prior_root * factor ** (1.0 / D)
-                    correction = correction * factor if correction is not None else None
+                prior_root, correction = self._forget(prior_root, correction)
                 phi = self.basis_.eigenfunctions(batch_X)  # (D, B, M)
                 wanted = held_out.wanted(used, batch_y.shape[0]) if held_out is not None else slice(0, 0)
                 if wanted.stop > wanted.start:  # predict the last rows before the filter sees them
@@ -643,15 +647,78 @@ class TTKalmanGP(BaseModel):
         self.n_iter_ = len(self.history_)
         self.converged_ = bool(stopped)
         self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
-        self.posterior_mean_tt_ = mean
-        root = _diagonal_root(prior_root)
-        self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
+        self._set_posterior(mean, prior_root, correction)
         self.held_out_noise_variance_ = (None if held_out is None
                                          else held_out.noise_variance(self.measurement_noise_))
         self.noise_variance_ = (self.measurement_noise_ if self.held_out_noise_variance_ is None
                                 else self.held_out_noise_variance_)
         if self.held_out_noise_variance_ is not None:
             self._report(held_out.describe(self.measurement_noise_))
+
+    def _forget(self, prior_root: torch.Tensor, correction: TTMatrix | None) -> tuple[torch.Tensor, TTMatrix | None]:
+        """The root before a batch, ``(L₀ − C) / √λ`` for ``forgetting`` λ (P / λ): prior_root (D, M) and C
+        scaled."""
+        if self.forgetting >= 1.0:
+            return prior_root, correction
+        factor = 1.0 / math.sqrt(float(self.forgetting))
+        prior_root = prior_root * factor ** (1.0 / prior_root.shape[0])
+        return prior_root, (correction * factor if correction is not None else None)
+
+    def _set_posterior(self, mean: TTVector, prior_root: torch.Tensor, correction: TTMatrix | None) -> None:
+        """Store the filter's state: m, L₀'s diagonals (D, M), C, and the root L = L₀ − C."""
+        self.posterior_mean_tt_ = mean
+        self.prior_root_ = prior_root
+        self.posterior_cov_correction_tt_ = correction
+        root = _diagonal_root(prior_root)
+        self.posterior_cov_sqrt_tt_ = root - correction if correction is not None else root
+
+    def condition_on_observations(self, X: ArrayLike, y: ArrayLike) -> "TTKalmanGP":
+        """A copy whose posterior also conditions on new rows: the filter goes on from the fitted state.
+
+        The new rows are filtered in their order, in batches of ``batch_size_``, with the fitted basis, scalers,
+        lengthscales, σ_f², measurement noise σ², mean constant, rounding (``tol``, ``max_rank_``) and
+        ``forgetting``; no hyper-parameter is re-estimated and the predictive ``noise_variance_`` is kept. Without
+        truncation (``tol=0``, ``max_rank=None``) the result is the exact Hilbert-GP posterior on the old and new
+        rows together; with truncation it is what streaming the new rows after the old ones gives.
+
+        Parameters
+        ----------
+        X : array-like of shape (k, n_features)
+            New inputs in the user's units (outside the prediction box they follow ``out_of_box``).
+        y : array-like of shape (k,)
+            Their observed targets in the user's units.
+
+        Returns
+        -------
+        TTKalmanGP
+            A new fitted model; this one is unchanged.
+        """
+        self._check_fitted("condition_on_observations")
+        Xs = self._scaled_inputs(X).to(torch.float64)
+        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
+        ys = self.y_scaler_.transform(yt).to(torch.float64)
+        mean, prior_root = self.posterior_mean_tt_, self.prior_root_
+        correction = self.posterior_cov_correction_tt_
+        generator = torch.Generator().manual_seed(int(self.seed) + int(self.n_iter_))
+        history = list(self.trace_history_)
+        ranks = list(self.rank_history_)
+        with single_torch_thread():
+            for first in range(0, Xs.shape[0], int(self.batch_size_)):
+                batch = slice(first, first + int(self.batch_size_))
+                prior_root, correction = self._forget(prior_root, correction)
+                mean, correction = kalman_batch_update(
+                    mean, prior_root, correction, self.basis_.eigenfunctions(Xs[batch]),
+                    ys[batch] - self.mean_constant_, self.measurement_noise_, tol=float(self.tol),
+                    max_rank=self.max_rank_, generator=generator)
+                history.append(float((_diagonal_root(prior_root) - correction).norm()) ** 2)
+                ranks.append((max(mean.ranks), max(correction.ranks)))
+        conditioned = copy.deepcopy(self)
+        conditioned._set_posterior(mean, prior_root, correction)
+        conditioned.trace_history_, conditioned.rank_history_ = history, ranks
+        conditioned.history_ = list(history)
+        conditioned.n_iter_ = len(history)
+        conditioned.n_conditioned_rows_ = int(getattr(self, "n_conditioned_rows_", 0)) + int(Xs.shape[0])
+        return conditioned
 
     def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, limit: int | None = None):
         """Mini-batches ``(X_b (B, D), y_b (B,))`` in float64, in a random order: a permutation of all rows for
@@ -713,6 +780,9 @@ class TTKalmanGP(BaseModel):
             state[f"mean.{k}"] = core
         for k, core in enumerate(self.posterior_cov_sqrt_tt_.cores):
             state[f"root.{k}"] = core
+        if self.posterior_cov_correction_tt_ is not None:
+            for k, core in enumerate(self.posterior_cov_correction_tt_.cores):
+                state[f"correction.{k}"] = core
         return state
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
@@ -721,6 +791,8 @@ class TTKalmanGP(BaseModel):
                                    center=extra["basis.center"].tolist(), num_dims=D)
         self.posterior_mean_tt_ = TTVector([extra[f"mean.{k}"] for k in range(D)])
         self.posterior_cov_sqrt_tt_ = TTMatrix([extra[f"root.{k}"] for k in range(D)])
+        self.posterior_cov_correction_tt_ = (TTMatrix([extra[f"correction.{k}"] for k in range(D)])
+                                             if "correction.0" in extra else None)
 
 
 register_model("tt_kalman_gp", TTKalmanGP)
