@@ -213,6 +213,11 @@ HUGE = {  # estimator, the expensive function that must not be reached (module[:
                   "_accumulate_statistics"),
     "TTKalmanGP": (lambda: tnbayes.TTKalmanGP(num_basis=10**6), "tnbayes.models.tt_kalman:TTKalmanGP",
                    "_hyperparameters"),
+    # a huge cap of the automatic M (1-D: no feature limit bounds M below max_num_basis)
+    "HilbertGP-max_num_basis": (lambda: tnbayes.HilbertGP(max_num_basis=10**6), "tnbayes.models.hilbert_gp:HilbertGP",
+                                "_accumulate_statistics"),
+    "TTKalmanGP-max_num_basis": (lambda: tnbayes.TTKalmanGP(max_num_basis=10**6),
+                                 "tnbayes.models.tt_kalman:TTKalmanGP", "_hyperparameters"),
     "TKM": (lambda: tnbayes.TKM(num_basis=10**6), "tnbayes.models.qtkm", "select_krr_hyperparameters"),
     "QTKM": (lambda: tnbayes.QTKM(rank=10**6), "tnbayes.models.qtkm", "select_krr_hyperparameters"),
     "RFFNet": (lambda: tnbayes.RFFNet(num_features=10**6), "tnbayes.models.rffnet", "RFFNetModule"),
@@ -229,8 +234,9 @@ HUGE = {  # estimator, the expensive function that must not be reached (module[:
 def test_huge_sizes_are_refused_before_any_work(name, monkeypatch):
     make, target, attribute = HUGE[name]
     _forbid(monkeypatch, target, attribute)
+    X, y = _data()
     with pytest.raises(MemoryError, match="GiB"):
-        make().fit(*_data())
+        make().fit(X[:, :1] if name.endswith("max_num_basis") else X, y)
 
 
 def test_qtkm_with_a_million_features_fits_at_once():

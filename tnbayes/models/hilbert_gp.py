@@ -549,6 +549,20 @@ class HilbertGP(BaseModel):
         cap = HYBRID_ADDITIVE_FEATURES if structure == "hybrid" else ADDITIVE_MAX_FEATURES
         return min(limit, max(1, cap // num_dims))
 
+    def _automatic_width_cap(self, num_dims: int) -> int:
+        """Most basis functions in all that the automatic M may reach because of ``max_num_basis`` alone: over the
+        structures ``structure`` tries, those whose M is capped by ``max_num_basis`` rather than by a feature limit
+        (0 when the feature limits bound every structure)."""
+        structures = {"product": ["product"], "additive": ["additive"], "hybrid": ["hybrid"],
+                      "auto": ["product", "additive", "hybrid"] if num_dims > 1 else ["product"]}[self.structure]
+        widths = [0]
+        for structure in structures:
+            M = self._max_num_basis(structure, num_dims)
+            if M == int(self.max_num_basis):
+                widths.append(M ** num_dims if structure == "product" else
+                              M * num_dims + (HYBRID_PRODUCT_FEATURES if structure == "hybrid" else 0))
+        return max(widths)
+
     def _auto_product_affordable(self, num_dims: int) -> bool:
         """Whether ``structure="auto"`` tries the full product: M^D ≤ AUTO_MAX_PRODUCT_FEATURES with M ≥ 8."""
         if self.num_basis is not None:
@@ -633,9 +647,15 @@ class HilbertGP(BaseModel):
             width = int(self.num_basis) * (num_dims if self.structure == "additive" else 1)
             if self.structure == "product":
                 width = int(self.num_basis) ** num_dims
-            check_fits_in_memory(8 * (width * width + min(int(self.chunk_size), X.shape[0]) * width),
-                                 f"num_basis = {int(self.num_basis)} ({width} basis functions in all)",
-                                 "lower num_basis (or leave it None to choose it from the data)", self.device_)
+            what, remedy = (f"num_basis = {int(self.num_basis)} ({width} basis functions in all)",
+                            "lower num_basis (or leave it None to choose it from the data)")
+        else:  # the automatic M may grow up to max_num_basis where that, not a feature limit, is the cap
+            width = self._automatic_width_cap(num_dims)
+            what, remedy = (f"max_num_basis = {int(self.max_num_basis)} (up to {width} basis functions in all)",
+                            "lower max_num_basis")
+        if width:
+            check_fits_in_memory(8 * (width * width + min(int(self.chunk_size), X.shape[0]) * width), what, remedy,
+                                 self.device_)
         # The likelihood work is O(M_tot^3) and ill-conditioned for small noise: always float64.
         X, y = X.to(torch.float64), y.to(torch.float64)
         center, half_range = data_center_and_half_range(X, allow_constant=True)

@@ -591,10 +591,12 @@ class TTKalmanGP(BaseModel):
         sample = (X, y) if sample is None else sample
         extremes = (X if extremes is None else extremes).to(torch.float64)
         D = extremes.shape[1]
-        if self.num_basis is not None:  # a covariance core holds at least M×M float64 entries (times TT ranks)
-            check_fits_in_memory(8 * int(self.num_basis) ** 2, f"num_basis = {int(self.num_basis)} (a covariance "
-                                 f"core of {int(self.num_basis)}×{int(self.num_basis)} entries per input)",
-                                 "lower num_basis (or leave it None to choose it from the data)", self.device_)
+        # a covariance core holds at least M×M float64 entries (times TT ranks); the automatic M reaches the cap
+        M, name = (int(self.num_basis), "num_basis") if self.num_basis is not None else \
+            (self._num_basis_cap(), "max_num_basis")
+        check_fits_in_memory(8 * M ** 2, f"{name} = {M} (a covariance core of {M}×{M} entries per input)",
+                             "lower num_basis (or leave it None to choose it from the data)" if name == "num_basis"
+                             else "lower max_num_basis", self.device_)
         self.lengthscale_, self.outputscale_, self.measurement_noise_ = self._hyperparameters(
             sample[0].to(torch.float64), sample[1].to(torch.float64), extremes)
         hyperparameter_seconds = time.perf_counter() - fit_start
