@@ -124,5 +124,6 @@ fig.savefig(OUT / f"{STEM}_regret.png", dpi=120)
 #
 # The same `to_botorch()` model goes into Monte-Carlo acquisition functions (`qLogNoisyExpectedImprovement`
 # with `cache_root=False`) for batches of q points: the posterior is joint over the batch, from HilbertGP's
-# weight posterior or the Laplace covariance of `CPDKernelMachine`. `condition_on_observations` is not
-# supported: refit the tnbayes model on the extended data, as the loop above does.
+# weight posterior or the Laplace covariance of `CPDKernelMachine`. `condition_on_observations` (new rows, the
+# hyper-parameters kept) works for HilbertGP (a rank-k weight update) and TTKalmanGP (its filter goes on from the
+# fitted state); other models refuse it: refit the tnbayes model on the extended data, as the loop above does.
