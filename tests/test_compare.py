@@ -58,3 +58,20 @@ def test_cli_unknown_names_fail_cleanly(capsys):
     assert main(["compare", "--models", "exact_gp", "--datasets", "no_such_set", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "no_such_set" in err and "list_datasets" in err
+
+
+
+def test_cli_output_cut_short_by_the_reader_is_no_traceback(monkeypatch):
+    """``tnbayes datasets | head``: the reader closes the pipe; the command ends quietly with status 1."""
+    import os
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line arrives
+    stream = os.fdopen(write_end, "w", buffering=1)  # line-buffered: the first line hits the closed pipe
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        assert main(["datasets"]) == 1
+    finally:
+        monkeypatch.undo()
+        stream.close()

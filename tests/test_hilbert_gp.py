@@ -113,6 +113,10 @@ def test_bad_fixed_hyperparameters_and_constant_columns():
         tnbayes.HilbertGP(noise_variance=0.0).fit(X, y)
     with pytest.raises(ValueError, match="c must be"):
         tnbayes.HilbertGP(c=0.5).fit(X, y)
+    for rounds in (0, -1, 1.5, True):  # 0 rounds used to end in AttributeError: no product_inputs_
+        with pytest.raises(ValueError, match="max_adapt_rounds must be an integer >= 1"):
+            tnbayes.HilbertGP(max_adapt_rounds=rounds).fit(X, y)
+    assert tnbayes.HilbertGP(max_adapt_rounds=1, max_iter=5).fit(X, y).n_iter_ == 1
     X[:, 1] = 0.3
     y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(y))
     model = tnbayes.HilbertGP().fit(X, y)

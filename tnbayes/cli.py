@@ -65,7 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``tnbayes`` command line; returns the exit status."""
+    """Run the ``tnbayes`` command line; returns the exit status.
+
+    A reader that closes the pipe early (``tnbayes datasets | head``) ends the command quietly, as Unix tools do.
+    """
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # Python's recipe: point stdout at devnull so the interpreter's final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         from tnbayes.demo import main as demo_main

@@ -527,6 +527,10 @@ class HilbertGP(BaseModel):
                 raise ValueError(f"c must be one number >= 1 or one per input ({num_dims}); got {self.c!r}.")
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
             raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")
+        if isinstance(self.max_adapt_rounds, bool) or int(self.max_adapt_rounds) != self.max_adapt_rounds \
+                or int(self.max_adapt_rounds) < 1:
+            raise ValueError(f"max_adapt_rounds must be an integer >= 1 (1: one fit at the starting M and c, no "
+                             f"adaptation); got {self.max_adapt_rounds!r}.")
 
     def _default_num_basis(self, structure: str, num_dims: int) -> int:
         """Starting M of a structure: the largest the feature limit allows (at most 64 for 1-D, else 32)."""
