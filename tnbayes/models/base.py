@@ -448,6 +448,13 @@ class BaseModel(RegressorMixin, BaseEstimator):
     def _min_samples(self) -> int:
         return 2
 
+    def _scaled_new_rows(self, X: ArrayLike, y: ArrayLike) -> tuple[torch.Tensor, torch.Tensor]:
+        """New observations for a fitted model's update (``condition_on_observations``): the inputs scaled as at
+        fit time (input box applied) and the targets standardised, both float64, shapes (k, D) and (k,)."""
+        Xs = self._scaled_inputs(X).to(torch.float64)
+        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
+        return Xs, self.y_scaler_.transform(yt).to(torch.float64)
+
     def _scaled_inputs(self, X: ArrayLike) -> torch.Tensor:
         """Validated, scaled test inputs (n, D), with the ``out_of_box`` policy applied (see :meth:`input_box`)."""
         Xt = check_inputs(X, n_features=self.n_features_in_, dtype=self.dtype_, device=self.device_,

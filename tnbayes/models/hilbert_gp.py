@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from tnbayes._sizes import check_fits_in_memory
-from tnbayes._validation import ArrayLike, check_positive, check_targets
+from tnbayes._validation import ArrayLike, check_positive
 from tnbayes.basis import (
     DEFAULT_MAX_PRODUCT_FEATURES,
     HILBERT_RULE_CONSTANTS,
@@ -839,9 +839,7 @@ class HilbertGP(BaseModel):
             A new fitted model; this one is unchanged.
         """
         self._check_fitted("condition_on_observations")
-        Xs = self._scaled_inputs(X).to(torch.float64)
-        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
-        ys = self.y_scaler_.transform(yt).to(torch.float64)
+        Xs, ys = self._scaled_new_rows(X, y)
         dense_precision = self.weight_cov_factor_ @ self.weight_cov_factor_.T  # B
         rhs = dense_precision @ self.weight_mean_  # Zᵀ(y − c) of the rows seen so far
         for start in range(0, Xs.shape[0], int(self.chunk_size)):

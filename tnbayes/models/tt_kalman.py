@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from tnbayes._sizes import check_fits_in_memory
-from tnbayes._validation import ArrayLike, check_positive, check_targets
+from tnbayes._validation import ArrayLike, check_positive
 from tnbayes.basis import (
     HilbertBasis,
     hilbert_box,
@@ -696,9 +696,7 @@ class TTKalmanGP(BaseModel):
             A new fitted model; this one is unchanged.
         """
         self._check_fitted("condition_on_observations")
-        Xs = self._scaled_inputs(X).to(torch.float64)
-        yt = check_targets(y, n_samples=Xs.shape[0], dtype=self.dtype_, device=self.device_)
-        ys = self.y_scaler_.transform(yt).to(torch.float64)
+        Xs, ys = self._scaled_new_rows(X, y)
         mean, prior_root = self.posterior_mean_tt_, self.prior_root_
         correction = self.posterior_cov_correction_tt_
         generator = torch.Generator().manual_seed(int(self.seed) + int(self.n_iter_))
