@@ -239,13 +239,19 @@ def test_huge_sizes_are_refused_before_any_work(name, monkeypatch):
         make().fit(X[:, :1] if name.endswith("max_num_basis") else X, y)
 
 
-def test_qtkm_with_a_million_features_fits_at_once():
+def test_qtkm_with_a_million_features_fits_at_once(monkeypatch):
     """QTKM's cores stay small for any M, and the CV sums huge Fourier kernels in closed form (no (n, M) features)."""
-    import time
+    from tnbayes.inference import features as module
 
-    start = time.perf_counter()
+    unquantized = module.fourier_features
+
+    def refuse_huge(x, num_basis, period):  # the (n, M) feature matrix that used to hang the CV
+        assert num_basis <= module.CLOSED_FORM_MIN_BASIS, f"built an (n, {num_basis}) Fourier feature matrix"
+        return unquantized(x, num_basis, period)
+
+    monkeypatch.setattr(module, "fourier_features", refuse_huge)
     model = tnbayes.QTKM(num_basis=10**6, rank=2, max_sweeps=2, hyper_max_points=30).fit(*_data())
-    assert time.perf_counter() - start < 30 and np.isfinite(model.predict(_data()[0][:3])).all()
+    assert np.isfinite(model.predict(_data()[0][:3])).all()
 
 
 def test_closed_form_fourier_kernel_matches_the_features():
