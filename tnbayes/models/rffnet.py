@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tnbayes._validation import ArrayLike, available_memory_bytes, check_feature_names, check_inputs
+from tnbayes._sizes import check_fits_in_memory
+from tnbayes._validation import ArrayLike, check_feature_names, check_inputs
 from tnbayes.models._classifier import ClassifierContract, as_class_labels
 from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
 from tnbayes.models.base import BaseModel
@@ -435,10 +436,9 @@ class _RFFNetBase(BaseModel):
             raise ValueError(f"training_dtype must be 'float32' or 'float64'; got {self.training_dtype!r}.")
         s = default_num_features(n) if self.num_features is None else positive_int("num_features",
                                                                                      self.num_features)
-        needed = 3 * s * s * 8  # ZᵀZ, its eigenvectors, a work copy (float64)
-        if needed > 0.8 * available_memory_bytes(self.device_):
-            raise MemoryError(f"num_features = {s} needs about {needed / 2**30:.1f} GiB for the last layer's "
-                              f"s×s matrices; lower num_features.")
+        # ZᵀZ, its eigenvectors, a work copy (float64)
+        check_fits_in_memory(3 * s * s * 8, f"num_features = {s} (the last layer's s×s matrices)",
+                             "lower num_features", self.device_)
         return s
 
     # ------------------------------------------------------------------ training

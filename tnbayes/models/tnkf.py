@@ -11,7 +11,7 @@ from typing import Any
 import gpytorch
 import torch
 
-from tnbayes._validation import available_memory_bytes
+from tnbayes._sizes import check_fits_in_memory
 from tnbayes.inference.budget import (
     TNKF_RANK_LADDER,
     BudgetPlan,
@@ -393,10 +393,9 @@ class TNKF(BaseModel):
         rank = rules["covariance"].max_rank
         if rank is None:
             return  # rank-adaptive; no a-priori bound
-        needed = 4 * len(self.tt_shape_) * rank * rank * max(self.tt_shape_) ** 2 * bytes_per
-        if needed > 0.5 * available_memory_bytes(self.device_):
-            raise MemoryError(f"A covariance square root of TT rank {rank} over modes {self.tt_shape_} needs "
-                              f"about {needed / 2**30:.1f} GiB; lower truncation['covariance'] max_rank.")
+        check_fits_in_memory(4 * len(self.tt_shape_) * rank * rank * max(self.tt_shape_) ** 2 * bytes_per,
+                             f"A covariance square root of TT rank {rank} over modes {self.tt_shape_}",
+                             "lower truncation['covariance'] max_rank", self.device_, fraction=0.5)
 
     # ------------------------------------------------------------------ time budget
     _BUDGETED = ("covariance", "gain", "innovation")
