@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.tensors.tt import prime_factors
+from tnbayes.tensors.shapes import prime_factors
 
 __all__ = [
     "FEATURE_KINDS",

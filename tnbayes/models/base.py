@@ -27,6 +27,7 @@ import sklearn.exceptions
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from tnbayes._deprecation import apply_renamed_parameters
 from tnbayes._model_file import (
     ModelFileError,
     check_loaded_model,
@@ -156,6 +157,8 @@ class BaseModel(RegressorMixin, BaseEstimator):
     #: whether ``fit`` accepts chunk sources and ``distributed=True`` (models whose fit is a sum over rows;
     #: their ``_fit`` takes the ``sample`` and ``extremes`` keywords, see :meth:`_fit`)
     supports_chunked_fit: ClassVar[bool] = False
+    #: renamed constructor parameters ``{old_name: new_name}``; see :mod:`tnbayes._deprecation`
+    _renamed_parameters: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -237,6 +240,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
         -------
         self
         """
+        apply_renamed_parameters(self)
         distributed = check_distributed(bool(getattr(self, "distributed", False)))
         chunked = is_chunked(X, y)
         if (chunked or distributed) and not self.supports_chunked_fit:

@@ -32,7 +32,8 @@ from tnbayes.selection.calibration import PrequentialResiduals, check_noise_esti
 from tnbayes.selection.cross_validation import lssvm_cross_validation_score
 from tnbayes.selection.input_box import OutOfBoxWarning
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
-from tnbayes.tensors.tt import TTMatrix, TTVector, hierarchical_order, tensorize_shape
+from tnbayes.tensors.shapes import hierarchical_order, tensorize_shape
+from tnbayes.tensors.tt import TTMatrix, TTVector
 
 __all__ = ["TNKF", "TNKFClassifier", "DEFAULT_TRUNCATION", "ROW_ORDERS", "STREAM_ORDERS",
            "lssvm_cross_validation_score"]

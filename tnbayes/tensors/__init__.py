@@ -8,7 +8,8 @@ from .cpd import (
     cpd_to_dense,
     random_cpd,
 )
-from .tt import TTMatrix, TTVector, hierarchical_order, prime_factors, tensorize_shape, tt_svd
+from .shapes import hierarchical_order, prime_factors, tensorize_shape
+from .tt import TTMatrix, TTVector, tt_svd
 
 __all__ = [
     "TTMatrix",
