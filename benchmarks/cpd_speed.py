@@ -21,7 +21,8 @@ import torch
 
 from benchmarks._common import header, output_path
 from tnbayes.basis import HilbertBasis
-from tnbayes.inference import CPDALS, BasisFeatures
+from tnbayes.basis import BasisFeatures
+from tnbayes.inference import CPDALS
 
 
 def _engine(n: int, d: int, m: int, r: int, seed: int = 0) -> CPDALS:

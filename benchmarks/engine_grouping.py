@@ -19,7 +19,8 @@ import torch
 
 from benchmarks._common import header, output_path
 from tnbayes import datasets
-from tnbayes.inference import CPDALS, FourierPolynomialFeatures
+from tnbayes.basis import FourierPolynomialFeatures
+from tnbayes.inference import CPDALS
 
 
 def main(argv: list[str]) -> int:

@@ -241,7 +241,7 @@ def test_huge_sizes_are_refused_before_any_work(name, monkeypatch):
 
 def test_qtkm_with_a_million_features_fits_at_once(monkeypatch):
     """QTKM's cores stay small for any M, and the CV sums huge Fourier kernels in closed form (no (n, M) features)."""
-    from tnbayes.inference import features as module
+    from tnbayes.basis import tensor_product as module
 
     unquantized = module.fourier_features
 
@@ -255,8 +255,8 @@ def test_qtkm_with_a_million_features_fits_at_once(monkeypatch):
 
 
 def test_closed_form_fourier_kernel_matches_the_features():
-    from tnbayes.inference import FourierPolynomialFeatures
-    from tnbayes.inference import features as module
+    from tnbayes.basis import FourierPolynomialFeatures
+    from tnbayes.basis import tensor_product as module
 
     X = torch.rand(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) - 0.5
     X[3] = X[2]

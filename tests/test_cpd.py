@@ -8,7 +8,8 @@ import torch
 
 import tnbayes
 from tnbayes.basis import HilbertBasis
-from tnbayes.inference import CPDALS, BasisFeatures, solve_spd
+from tnbayes.basis import BasisFeatures
+from tnbayes.inference import CPDALS, solve_spd
 from tnbayes.tensors import cpd_norm_squared, cpd_to_dense, random_cpd
 
 
@@ -375,7 +376,7 @@ def _discrete_data(n, d, levels, seed=0):
 @pytest.mark.parametrize("kind", ["hilbert", "quantized", "tkm", "mixture"])
 def test_grouped_normal_equations_equal_per_row_accumulation(kind):
     """Accumulating per distinct input value is exact: every core's system equals the per-row one."""
-    from tnbayes.inference import FourierPolynomialFeatures
+    from tnbayes.basis import FourierPolynomialFeatures
 
     levels = [5, 12, 400]  # the last column is (nearly) continuous: left ungrouped under "auto"
     X, y = _discrete_data(600, 3, levels)
@@ -416,7 +417,8 @@ def test_group_inputs_is_validated():
 
 
 def test_summed_core_variances_equal_per_core_design_solves():
-    from tnbayes.inference import FourierPolynomialFeatures, design_matrix, summed_core_variances
+    from tnbayes.basis import FourierPolynomialFeatures
+    from tnbayes.inference import design_matrix, summed_core_variances
 
     X, y = _discrete_data(300, 3, [5, 12, 400])
     feats = FourierPolynomialFeatures(3, 8, period=2.0, quantized=True)
@@ -437,7 +439,7 @@ def test_summed_core_variances_equal_per_core_design_solves():
 def test_partial_products_give_the_same_sweeps(group_inputs):
     """Prefix/suffix products of the cached projections (O(K) per sweep) give the same cores as recomputing
     ⊙_{k≠d} for every update — with core normalisation, several components and partly grouped inputs."""
-    from tnbayes.inference import FourierPolynomialFeatures
+    from tnbayes.basis import FourierPolynomialFeatures
     from tnbayes.models.fl import PeriodMixtureFeatures
 
     X, y = _discrete_data(300, 3, [4, 50, 300])

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import tnbayes
-from tnbayes.inference import CPDALS, PeriodMixtureFeatures
+from tnbayes.basis import PeriodMixtureFeatures
+from tnbayes.inference import CPDALS
 from tnbayes.models.fl import cross_validate_period
 
 
@@ -33,7 +34,7 @@ def test_objective_never_increases(regularization, nonnegative):
 
 def test_single_family_without_learning_is_the_quantized_cpd_model():
     """FL with one period and λ fixed at 1 is the engine's quantized CPD model with raw features and penalty α."""
-    from tnbayes.inference import FourierPolynomialFeatures
+    from tnbayes.basis import FourierPolynomialFeatures
 
     X, y = _data(150, 2)
     fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], regularization="none", initial_weights="ones",

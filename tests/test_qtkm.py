@@ -16,7 +16,8 @@ from tnbayes.basis import (
     quantized_factor_sizes,
     quantized_factors,
 )
-from tnbayes.inference import CPDALS, FourierPolynomialFeatures
+from tnbayes.basis import FourierPolynomialFeatures
+from tnbayes.inference import CPDALS
 from tnbayes.selection.cross_validation import DEFAULT_PENALTY_GRID, select_krr_hyperparameters
 
 

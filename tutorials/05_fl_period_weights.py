@@ -32,7 +32,8 @@ import time
 
 import torch
 
-from tnbayes.inference import PeriodMixtureFeatures, cpd_predict
+from tnbayes.basis import PeriodMixtureFeatures
+from tnbayes.inference import cpd_predict
 from tnbayes.models.fl import cross_validate_period
 
 # %% [markdown]

@@ -9,6 +9,8 @@ dimensions is never formed here (see :mod:`tnbayes.basis.combine` for the small-
 - :mod:`~tnbayes.basis.spectral` — spectral densities (SE, Matérn-ν) as differentiable torch functions.
 - :mod:`~tnbayes.basis.quantized` — Fourier and pure-power polynomial features and their exact quantization
   into length-2 (prime-size) Kronecker factors (Wesel & Batselier 2024).
+- :mod:`~tnbayes.basis.tensor_product` — one model's bases as the *modes* of a tensor-product feature map (what
+  the ALS engine, Laplace and the Kalman filters contract against).
 - :mod:`~tnbayes.basis.rules` — choosing (M, L) and checking a fitted lengthscale against them.
 """
 
@@ -63,9 +65,19 @@ from .quantized import (
     quantized_factor_sizes,
     quantized_factors,
 )
+from .tensor_product import (
+    BasisFeatures,
+    FourierPolynomialFeatures,
+    PeriodMixtureFeatures,
+    TensorProductFeatures,
+)
 from .vff import VFF_SUPPORTED_NU, VFFBasis, vff_frequencies
 
 __all__ = [
+    "BasisFeatures",
+    "FourierPolynomialFeatures",
+    "PeriodMixtureFeatures",
+    "TensorProductFeatures",
     "HilbertBasis",
     "VFFBasis",
     "VFF_SUPPORTED_NU",

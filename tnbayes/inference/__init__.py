@@ -14,7 +14,6 @@ from .als import (
 )
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
-from .features import BasisFeatures, FourierPolynomialFeatures, PeriodMixtureFeatures, TensorProductFeatures
 from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [
@@ -28,10 +27,6 @@ __all__ = [
     "Truncation",
     "TRUNCATED_QUANTITIES",
     "REGULARIZERS",
-    "BasisFeatures",
-    "FourierPolynomialFeatures",
-    "PeriodMixtureFeatures",
-    "TensorProductFeatures",
     "conditional_core_variance",
     "summed_core_variances",
     "tnkf_seconds_per_row",
@@ -43,3 +38,19 @@ __all__ = [
     "product_except",
     "solve_spd",
 ]
+
+
+#: public names that moved to the basis axis (tnbayes 0.2); the old import path warns for two releases
+_MOVED_TO_BASIS = ("BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures", "TensorProductFeatures")
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_BASIS:
+        import warnings
+
+        from tnbayes.basis import tensor_product
+
+        warnings.warn(f"tnbayes.inference.{name} moved to tnbayes.basis.{name} in tnbayes 0.2; import it from there "
+                      "(the old path will be removed in 0.4).", FutureWarning, stacklevel=2)
+        return getattr(tensor_product, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

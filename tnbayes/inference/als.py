@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from tnbayes._validation import available_memory_bytes
 from tnbayes.distributed import all_reduce_sum, check_distributed
-from tnbayes.inference.features import TensorProductFeatures
+from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
 
 __all__ = [

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from tnbayes.inference.als import mode_projections
-from tnbayes.inference.features import TensorProductFeatures
+from tnbayes.basis.tensor_product import TensorProductFeatures
 
 __all__ = ["conditional_core_variance", "summed_core_variances"]
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from tnbayes.inference import CPDALS, TensorProductFeatures, cpd_predict, summed_core_variances
+from tnbayes.basis import TensorProductFeatures
+from tnbayes.inference import CPDALS, cpd_predict, summed_core_variances
 from tnbayes.inference.als import design_matrix
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
 from tnbayes.models.base import BaseModel

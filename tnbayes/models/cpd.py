@@ -31,7 +31,8 @@ from tnbayes.basis import (
     resolve_kernel,
 )
 from tnbayes.basis.spectral import kernel_name
-from tnbayes.inference import REGULARIZERS, BasisFeatures
+from tnbayes.basis import BasisFeatures
+from tnbayes.inference import REGULARIZERS
 from tnbayes.inference.als import StreamedRows
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.inference.budget import check_time_budget

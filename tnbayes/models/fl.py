@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from tnbayes._validation import ArrayLike, check_X_y
-from tnbayes.inference import PeriodMixtureFeatures
+from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.inference.mixture_weights import REGULARIZATIONS, mixture_weight_objective, solve_mixture_weights
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model

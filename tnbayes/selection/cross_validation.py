@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tnbayes.inference import FourierPolynomialFeatures
+from tnbayes.basis import FourierPolynomialFeatures
 
 __all__ = ["DEFAULT_PENALTY_GRID", "DEFAULT_PERIOD_GRID", "PAPER_PENALTY_GRID", "KRRSelection",
            "lssvm_cross_validation_score", "select_krr_hyperparameters"]

@@ -1,4 +1,4 @@
-"""Tensor-product feature maps as the ALS engine sees them.
+"""Tensor-product feature maps: the 1-D bases of one model, one *mode* each, as the inference engines see them.
 
 A :class:`TensorProductFeatures` describes ``x ↦ Σ_p c_p φ^p_1(x) ⊗ … ⊗ φ^p_K(x)``: K *modes* (one per
 input dimension, or several per dimension for quantized bases), each with its own feature matrix, and
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 import math
 
-from tnbayes.basis import HilbertBasis
-from tnbayes.basis.quantized import (
+import torch
+
+from .hilbert import HilbertBasis
+from .quantized import (
     FEATURE_KINDS,
     check_in_period,
     fourier_features,
