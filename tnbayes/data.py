@@ -31,7 +31,7 @@ import torch
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.distributed import all_gather_rows, process_rank
 
-__all__ = ["ChunkedData", "DataSummary", "as_chunked", "is_chunked", "summarize"]
+__all__ = ["ChunkedData", "DataSummary", "StreamedRows", "as_chunked", "is_chunked", "summarize"]
 
 Chunk = tuple[ArrayLike, ArrayLike]
 
@@ -196,6 +196,43 @@ class ChunkedData:
                     yield chunk
 
         return ChunkedData(chunks, description=f"{self.description} [shard {rank}/{world_size}]")
+
+
+class StreamedRows:
+    """Training rows read from a chunk source pass by pass, scaled as they are read.
+
+    Parameters
+    ----------
+    source : iterable of (torch.Tensor, torch.Tensor)
+        Re-iterable of raw ``(X, y)`` chunks of shapes (n_i, D) and (n_i,) (e.g. a
+        :class:`tnbayes.data.ChunkedData`).
+    num_rows : int
+        Rows in this process's part of the source.
+    num_features : int
+        D.
+    transform_X, transform_y : callable, optional
+        Applied to every chunk after it is moved to ``dtype`` and ``device`` (the model's scalers).
+    dtype : torch.dtype
+    device : torch.device or str
+    """
+
+    def __init__(self, source, num_rows: int, num_features: int, *, transform_X=None, transform_y=None,
+                 dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> None:
+        self.source = source
+        self.num_rows = int(num_rows)
+        self.num_features = int(num_features)
+        self.transform_X = transform_X
+        self.transform_y = transform_y
+        self.dtype = dtype
+        self.device = torch.device(device)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Scaled chunks ``(X, y)`` on ``device``: shapes (n_i, D) and (n_i,)."""
+        for X, y in self.source:
+            X = X.to(dtype=self.dtype, device=self.device)
+            y = y.to(dtype=self.dtype, device=self.device)
+            yield (X if self.transform_X is None else self.transform_X(X),
+                   y if self.transform_y is None else self.transform_y(y))
 
 
 def is_chunked(X: Any, y: Any = None) -> bool:

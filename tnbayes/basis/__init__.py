@@ -7,8 +7,9 @@ dimensions is never formed here (see :mod:`tnbayes.basis.combine` for the small-
 - :class:`HilbertBasis` — Laplace eigenfunctions on a box, weighted by √S (Solin & Särkkä 2020).
 - :class:`VFFBasis` — variational Fourier features for Matérn-1/2, 3/2, 5/2 (Hensman et al. 2017).
 - :mod:`~tnbayes.basis.spectral` — spectral densities (SE, Matérn-ν) as differentiable torch functions.
-- :mod:`~tnbayes.basis.quantized` — Fourier and pure-power polynomial features and their exact quantization
-  into length-2 (prime-size) Kronecker factors (Wesel & Batselier 2024).
+- :mod:`~tnbayes.basis.fourier`, :mod:`~tnbayes.basis.polynomial` — plain Fourier and pure-power polynomial
+  features; :mod:`~tnbayes.basis.quantized` — their exact quantization into length-2 (prime-size) Kronecker
+  factors (Wesel & Batselier 2024).
 - :mod:`~tnbayes.basis.tensor_product` — one model's bases as the *modes* of a tensor-product feature map (what
   the ALS engine, Laplace and the Kalman filters contract against).
 - :mod:`~tnbayes.basis.rules` — choosing (M, L) and checking a fitted lengthscale against them.
@@ -54,17 +55,9 @@ from .spectral import (
     sqrt_spectral_density,
     stationary_kernel,
 )
-from .quantized import (
-    FEATURE_KINDS,
-    check_in_period,
-    fourier_features,
-    fourier_frequencies,
-    kron_rows,
-    polynomial_features,
-    quantized_factor,
-    quantized_factor_sizes,
-    quantized_factors,
-)
+from .fourier import check_in_period, fourier_features, fourier_frequencies
+from .polynomial import polynomial_features
+from .quantized import FEATURE_KINDS, kron_rows, quantized_factor, quantized_factor_sizes, quantized_factors
 from .tensor_product import (
     BasisFeatures,
     FourierPolynomialFeatures,

@@ -1,6 +1,6 @@
-"""Fourier and pure-power polynomial features, and their exact quantization (Wesel & Batselier 2024).
+"""The exact quantization of Fourier and pure-power polynomial features (Wesel & Batselier 2024; the *basis* axis).
 
-Unquantized features of one input dimension::
+The unquantized features of one input dimension (:mod:`tnbayes.basis.fourier`, :mod:`tnbayes.basis.polynomial`)::
 
     Fourier (period P):   ψ(x) = [exp(i 2π k x / P)]_{k = −⌊M/2⌋ … M − 1 − ⌊M/2⌋}        (complex, length M)
     polynomial:           ψ(x) = [1, x, x², …, x^{M−1}]                                     (real, length M)
@@ -19,10 +19,7 @@ in the order m = 1 … K; :func:`kron_rows` forms their product back in that con
 
 A model with quantized features has K modes of size q_m per input dimension instead of one mode of size M;
 as far as the ALS engine is concerned it is an ordinary tensor-product feature map with more, smaller modes
-(:class:`tnbayes.inference.FourierPolynomialFeatures`).
-
-Fourier features are periodic with period P: an input farther than P/2 from the origin would be read as
-one wrapped around the period, so such inputs raise ``ValueError``.
+(:class:`tnbayes.basis.FourierPolynomialFeatures`).
 """
 
 from __future__ import annotations
@@ -34,105 +31,20 @@ import torch
 
 from tnbayes.tensors.shapes import prime_factors
 
+from ._checks import _check_num_basis, _check_period
+from .fourier import check_in_period, fourier_features, fourier_frequencies  # noqa: F401 - their old home
+from .polynomial import polynomial_features  # noqa: F401 - its old home
+
 __all__ = [
     "FEATURE_KINDS",
     "quantized_factor",
-    "fourier_frequencies",
-    "fourier_features",
-    "polynomial_features",
     "quantized_factor_sizes",
     "quantized_factors",
     "kron_rows",
-    "check_in_period",
 ]
 
 #: the feature families of :class:`FourierPolynomialFeatures`
 FEATURE_KINDS = ("fourier", "polynomial")
-
-
-def _check_num_basis(num_basis: int) -> int:
-    if isinstance(num_basis, bool) or int(num_basis) != num_basis or int(num_basis) < 2:
-        raise ValueError(f"num_basis (M) must be an integer >= 2; got {num_basis!r}.")
-    return int(num_basis)
-
-
-def _check_period(period: float) -> float:
-    period = float(period)
-    if not math.isfinite(period) or period <= 0:
-        raise ValueError(f"period P must be a finite number > 0; got {period!r}.")
-    return period
-
-
-def fourier_frequencies(num_basis: int) -> torch.Tensor:
-    """Integer frequencies ``k = −⌊M/2⌋ … M − 1 − ⌊M/2⌋`` of the Fourier features (−M/2 … M/2 − 1 for even M).
-
-    Returns
-    -------
-    torch.Tensor of shape (M,), int64
-    """
-    num_basis = _check_num_basis(num_basis)
-    return torch.arange(num_basis) - num_basis // 2
-
-
-def check_in_period(x: torch.Tensor, period: float, center: float = 0.0) -> None:
-    """Raise ``ValueError`` if any input lies farther than P/2 from ``center`` (Fourier features would wrap around).
-
-    Parameters
-    ----------
-    x : torch.Tensor of any shape
-        Scaled inputs.
-    period : float
-    center : float
-        Centre of the accepted window [center − P/2, center + P/2].
-    """
-    half = 0.5 * float(period)
-    offset = (x.detach() - float(center)).abs()
-    outside = offset > half * (1.0 + 1e-10)
-    if bool(outside.any()):
-        worst = float(offset.max())
-        raise ValueError(
-            f"{int(outside.sum())} input value(s) lie outside the Fourier period interval "
-            f"[{center - half:.6g}, {center + half:.6g}] (farthest {worst:.6g} from {center:g} in the model's scaled "
-            f"units). Fourier features with period P = {float(period):.6g} are periodic, so these inputs would be "
-            f"read as points wrapped around the period — silently wrong predictions. Fix: refit with a larger period "
-            f"(P > 2·{worst:.6g}), or keep queries closer to the training range."
-        )
-
-
-def fourier_features(x: torch.Tensor, num_basis: int, period: float) -> torch.Tensor:
-    """Unquantized Fourier features ``exp(i 2π k x / P)`` of a 1-D input.
-
-    Parameters
-    ----------
-    x : torch.Tensor of shape (n,)
-    num_basis : int
-        M.
-    period : float
-        P.
-
-    Returns
-    -------
-    torch.Tensor of shape (n, M), complex (complex128 for float64 inputs)
-    """
-    period = _check_period(period)
-    k = fourier_frequencies(num_basis).to(device=x.device, dtype=x.dtype)
-    return torch.polar(torch.ones((), dtype=x.dtype, device=x.device), (2 * math.pi / period) * x.unsqueeze(-1) * k)
-
-
-def polynomial_features(x: torch.Tensor, num_basis: int) -> torch.Tensor:
-    """Pure powers ``[1, x, …, x^{M−1}]`` of a 1-D input.
-
-    Parameters
-    ----------
-    x : torch.Tensor of shape (n,)
-    num_basis : int
-
-    Returns
-    -------
-    torch.Tensor of shape (n, M)
-    """
-    powers = torch.arange(_check_num_basis(num_basis), dtype=x.dtype, device=x.device)
-    return x.unsqueeze(-1) ** powers
 
 
 def quantized_factor_sizes(num_basis: int) -> list[int]:

@@ -16,14 +16,9 @@ import math
 import torch
 
 from .hilbert import HilbertBasis
-from .quantized import (
-    FEATURE_KINDS,
-    check_in_period,
-    fourier_features,
-    polynomial_features,
-    quantized_factor,
-    quantized_factor_sizes,
-)
+from .fourier import check_in_period, fourier_features
+from .polynomial import polynomial_features
+from .quantized import FEATURE_KINDS, quantized_factor, quantized_factor_sizes
 
 __all__ = ["TensorProductFeatures", "BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures"]
 

@@ -9,26 +9,24 @@ Model and objective (all on scaled data)::
 With every core but d fixed, f is linear in v = vec(W_d) (row-major, index m·R + r): the design row of
 sample n is ``a_n = Σ_p c_p φ^p_d(x_n) ⊗ g^p_n`` with ``g^p_n = ⊙_{k≠d} (φ^p_k(x_n) W_k)``, and the
 penalty is ``vᴴ (I_M ⊗ H_d) v`` with ``H_d = ⊙_{k≠d} W_kᴴ W_k`` (only its diagonal for "diagonal").
-Each core update solves ``(AᴴA + λ I⊗H_d) v = Aᴴy`` exactly (Cholesky, retried with a growing diagonal
-jitter for numerically singular systems; an error that says what to change when even that fails). AᴴA and Aᴴy are accumulated over row chunks, so the
-memory is O((M R)²) plus one chunk; the per-mode projections ``φ_k W_k`` (K·P·N·R numbers) are cached
-when they fit in ``memory_budget`` and recomputed per chunk otherwise. Nothing is ever divided out of a
-cached product (T-KRR's code does that; entries near zero make it unstable).
+Each core update solves ``(AᴴA + λ I⊗H_d) v = Aᴴy`` exactly (:func:`~tnbayes.inference.spd.solve_spd`: Cholesky,
+retried with a growing diagonal jitter for numerically singular systems; an error that says what to change when
+even that fails). AᴴA and Aᴴy are accumulated over row chunks, so the memory is O((M R)²) plus one chunk; the
+per-mode projections ``φ_k W_k`` (K·P·N·R numbers) are cached when they fit in ``memory_budget`` and recomputed
+per chunk otherwise. Nothing is ever divided out of a cached product (T-KRR's code does that; entries near zero
+make it unstable). The contractions themselves (projections, design rows, prefix/suffix products, predictions)
+are CPD algebra and live in :mod:`tnbayes.tensors.cpd_contractions`; this module holds the sweeps.
 
-When a mode's features read a single input column that takes few distinct values (``features.mode_inputs()``;
-airline's months, weekdays and minutes), its normal equations are accumulated per distinct value instead
-of per row: with ``g_n = w_u ⊙ c_n`` split into the part from modes on the same column (a function of the
-value u) and the rest, ``AᴴA = Σ_u (φ̄(u) φ(u)ᵀ) ⊗ ((w̄_u w_uᵀ) ∘ C_u)`` with ``C_u = Σ_{n: x_n = u} c̄_n c_nᵀ``.
-``C`` depends only on the cores of *other* columns, so it is built once per column per sweep (O(N R²)) and
-every core on that column (the K quantized factors of one input) is then updated in O(U M² R²), exact.
+When a mode's features read a single input column that takes few distinct values, its normal equations are
+accumulated per distinct value instead of per row (exact; :mod:`tnbayes.inference.als_grouping`).
 
 The objective is evaluated from the normal equations, ``yᴴy − 2 Re(bᴴv) + vᴴGv + λ vᴴPv``, so tracking it
 costs no extra pass over the data.
 
 Scale-out. Every quantity the engine accumulates over rows (AᴴA, Aᴴy, yᴴy, the objective) is a sum, so
 
-* the rows may come from a :class:`StreamedRows` source (out-of-core chunks, e.g. memory-mapped or parquet
-  files) instead of tensors: each core update is then one pass over the source, with only one chunk's
+* the rows may come from a :class:`~tnbayes.data.StreamedRows` source (out-of-core chunks, e.g. memory-mapped or
+  parquet files) instead of tensors: each core update is then one pass over the source, with only one chunk's
   feature and design matrices in memory (no projection cache and no per-value grouping, which need all rows);
 * with ``distributed=True`` each process holds its own shard and the sums are combined by
   ``torch.distributed.all_reduce`` before the core solve, which is identical in every process — the cores
@@ -41,233 +39,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
 from tnbayes._validation import available_memory_bytes
-from tnbayes.distributed import all_reduce_sum, check_distributed
 from tnbayes.basis.tensor_product import TensorProductFeatures
+from tnbayes.data import StreamedRows
+from tnbayes.distributed import all_reduce_sum, check_distributed
+from tnbayes.inference.als_grouping import GROUPING_MODES, InputGroupingMixin
+from tnbayes.inference.spd import CoreSystem, solve_spd
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
+from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections
 
-__all__ = [
-    "CPDALS",
-    "CoreSystem",
-    "REGULARIZERS",
-    "StreamedRows",
-    "cpd_predict",
-    "design_matrix",
-    "mode_projections",
-    "product_except",
-    "solve_spd",
-]
+__all__ = ["CPDALS", "REGULARIZERS"]
 
 REGULARIZERS = ("full", "diagonal")
-GROUPING_MODES = ("auto", True, False)
 
 
-@dataclass
-class _InputGroup:
-    """The distinct values of one input column and the modes that read it (see the module docstring)."""
-
-    column: int
-    modes: list[int]
-    inverse: torch.Tensor  # (N,) index of each row's value
-    order: torch.Tensor  # (N,) rows sorted by value
-    representatives: torch.Tensor  # (U, D) one training row per distinct value
-
-
-class StreamedRows:
-    """Training rows read from a chunk source pass by pass, scaled as they are read.
-
-    Parameters
-    ----------
-    source : iterable of (torch.Tensor, torch.Tensor)
-        Re-iterable of raw ``(X, y)`` chunks of shapes (n_i, D) and (n_i,) (e.g. a
-        :class:`tnbayes.data.ChunkedData`).
-    num_rows : int
-        Rows in this process's part of the source.
-    num_features : int
-        D.
-    transform_X, transform_y : callable, optional
-        Applied to every chunk after it is moved to ``dtype`` and ``device`` (the model's scalers).
-    dtype : torch.dtype
-    device : torch.device or str
-    """
-
-    def __init__(self, source, num_rows: int, num_features: int, *, transform_X=None, transform_y=None,
-                 dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> None:
-        self.source = source
-        self.num_rows = int(num_rows)
-        self.num_features = int(num_features)
-        self.transform_X = transform_X
-        self.transform_y = transform_y
-        self.dtype = dtype
-        self.device = torch.device(device)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Scaled chunks ``(X, y)`` on ``device``: shapes (n_i, D) and (n_i,)."""
-        for X, y in self.source:
-            X = X.to(dtype=self.dtype, device=self.device)
-            y = y.to(dtype=self.dtype, device=self.device)
-            yield (X if self.transform_X is None else self.transform_X(X),
-                   y if self.transform_y is None else self.transform_y(y))
-
-
-@dataclass
-class CoreSystem:
-    """The regularised normal equations of one core, given all the others.
-
-    Attributes
-    ----------
-    mode : int
-        The core d.
-    gram : torch.Tensor of shape (M_d R, M_d R)
-        AᴴA.
-    rhs : torch.Tensor of shape (M_d R,)
-        Aᴴy.
-    penalty : torch.Tensor of shape (M_d R, M_d R)
-        I ⊗ H_d (or its diagonal), *without* λ.
-    cholesky : torch.Tensor of shape (M_d R, M_d R), optional
-        Lower Cholesky factor of AᴴA + λ·penalty (+ jitter, see ``jitter``), once solved.
-    jitter : float
-        Diagonal added to make the system factorisable (0 when it was positive definite).
-    """
-
-    mode: int
-    gram: torch.Tensor
-    rhs: torch.Tensor
-    penalty: torch.Tensor
-    cholesky: torch.Tensor | None = None
-    jitter: float = 0.0
-
-
-def solve_spd(matrix: torch.Tensor, rhs: torch.Tensor, *,
-              eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Solve a Hermitian positive (semi-)definite system by Cholesky, with a safe fallback.
-
-    Tries the plain Cholesky factorisation, then adds a growing diagonal jitter (10 … 10⁴ machine epsilons of
-    the mean diagonal). If even that fails the matrix is not numerically PSD and ``ValueError`` is raised.
-
-    Parameters
-    ----------
-    matrix : torch.Tensor of shape (n, n)
-    rhs : torch.Tensor of shape (n,) or (n, k)
-    eps : float, optional
-        Machine epsilon of the precision the matrix was accumulated in (default: that of its dtype). A float32
-        sum solved in float64 carries float32 rounding errors, which a float64-sized jitter cannot cover.
-
-    Returns
-    -------
-    solution : torch.Tensor, same shape as ``rhs``
-    cholesky : torch.Tensor of shape (n, n)
-        Lower factor of ``matrix + jitter·I``.
-    jitter : float
-    """
-    scale = float(matrix.diagonal().real.abs().mean()) or 1.0
-    eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
-    eps = torch.finfo(matrix.dtype).eps if eps is None else float(eps)
-    for jitter in (0.0, 10 * eps, 1e2 * eps, 1e3 * eps, 1e4 * eps):
-        factor, info = torch.linalg.cholesky_ex(matrix + (jitter * scale) * eye if jitter else matrix)
-        if int(info) == 0:
-            column = rhs.unsqueeze(-1) if rhs.ndim == 1 else rhs
-            solution = torch.cholesky_solve(column, factor)
-            return (solution.squeeze(-1) if rhs.ndim == 1 else solution), factor, jitter * scale
-    raise ValueError(
-        "The core's normal equations are not positive definite even with jitter (NaN/inf in the features or "
-        "weights, or a zero penalty with too few data). Increase the penalty λ or lower the rank."
-    )
-
-
-def mode_projections(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, *,
-                     dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Per-mode projections ``φ^p_k(X) W_k``.
-
-    Parameters
-    ----------
-    features : TensorProductFeatures
-    factors : sequence of K tensors of shape (M_k, R)
-    X : torch.Tensor of shape (n, D)
-    dtype : torch.dtype, optional
-        Computation dtype (default: the factors' dtype).
-
-    Returns
-    -------
-    torch.Tensor of shape (K, P, n, R)
-    """
-    dtype = factors[0].dtype if dtype is None else dtype
-    return torch.stack([features.mode_features(X, k).to(dtype) @ factors[k] for k in range(features.num_modes)])
-
-
-def product_except(projections: torch.Tensor, mode: int) -> torch.Tensor:
-    """``⊙_{k≠mode} projections[k]`` (no division) → shape (P, n, R) from (K, P, n, R)."""
-    result = torch.ones_like(projections[0])
-    for k in range(projections.shape[0]):
-        if k != mode:
-            result = result * projections[k]
-    return result
-
-
-def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, mode: int,
-                  component_weights: torch.Tensor | None = None, *, projections: torch.Tensor | None = None,
-                  others: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Design matrix of core ``mode``: row n is ``Σ_p c_p φ^p_d(x_n) ⊗ ⊙_{k≠d} φ^p_k(x_n) W_k``.
-
-    Parameters
-    ----------
-    features : TensorProductFeatures
-    factors : sequence of K tensors of shape (M_k, R)
-    X : torch.Tensor of shape (n, D)
-    mode : int
-    component_weights : torch.Tensor of shape (P,), optional
-        Mixture coefficients (default ones).
-    projections : torch.Tensor of shape (K, P, n, R), optional
-        Precomputed :func:`mode_projections` of ``X``.
-    others : torch.Tensor of shape (P, n, R), optional
-        Precomputed ``⊙_{k≠mode}`` of the projections (the engine keeps prefix/suffix products).
-    dtype : torch.dtype, optional
-
-    Returns
-    -------
-    torch.Tensor of shape (n, M_d R)
-        Column index m·R + r (row-major ``vec`` of the core).
-    """
-    dtype = factors[0].dtype if dtype is None else dtype
-    if others is None:
-        if projections is None:
-            projections = mode_projections(features, factors, X, dtype=dtype)
-        others = product_except(projections, mode)  # (P, n, R)
-    phi = features.mode_features(X, mode).to(dtype)  # (P, n, M)
-    if component_weights is None:
-        component_weights = torch.ones(phi.shape[0], dtype=dtype, device=phi.device)
-    weighted = phi * component_weights.to(dtype).view(-1, 1, 1)
-    if weighted.shape[0] == 1:
-        design = weighted[0].unsqueeze(-1) * others[0].unsqueeze(-2)
-    else:
-        design = torch.einsum("pnm,pnr->nmr", weighted, others)
-    return design.reshape(design.shape[0], -1)
-
-
-def cpd_predict(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor,
-                component_weights: torch.Tensor | None = None, *, chunk_size: int = 65536) -> torch.Tensor:
-    """``f(X) = Σ_p c_p ⟨W, Φ^p(X)⟩`` for CPD weights, in row chunks.
-
-    Returns
-    -------
-    torch.Tensor of shape (n,)
-        Complex for complex features (models usually keep the real part).
-    """
-    out = []
-    for start in range(0, X.shape[0], int(chunk_size)):
-        per_component = mode_projections(features, factors, X[start:start + int(chunk_size)]).prod(0).sum(-1)  # (P, n)
-        weights = (torch.ones(per_component.shape[0], dtype=per_component.dtype, device=per_component.device)
-                   if component_weights is None else component_weights.to(per_component.dtype))
-        out.append(weights @ per_component)
-    return torch.cat(out)
-
-
-class CPDALS:
+class CPDALS(InputGroupingMixin):
     """ALS for a CPD weight tensor on a tensor-product feature map (see the module docstring).
 
     Parameters
@@ -415,10 +205,8 @@ class CPDALS:
         self.last_system: CoreSystem | None = None
         self._projections = self._all_projections() if self.caches_projections else None
         self.keeps_partial_products = self.caches_projections and 3 * cache_bytes <= memory_budget
-        # prefix[j] = ⊙_{k<j} and suffix[j] = ⊙_{k>j} of the cached projections (None: to be rebuilt); index 0 of
-        # prefix and K−1 of suffix are the empty product and never stored
-        self._prefix: list[torch.Tensor | None] = [None] * features.num_modes
-        self._suffix: list[torch.Tensor | None] = [None] * features.num_modes
+        # prefix and suffix products of the cached projections (see _product_except)
+        self._partial = PartialProducts(features.num_modes)
         residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source is read once)
         self.history.append(residual + self.penalty * self.penalty_value())
 
@@ -432,33 +220,6 @@ class CPDALS:
                 f"equations but only {available / 2**30:.1f} GiB are free. Lower the rank or the number of "
                 f"basis functions per dimension (or use a quantized model, whose cores have 2·R unknowns)."
             )
-
-    def _input_groups(self, how: bool | str, itemsize: int, memory_budget: int) -> dict[int, _InputGroup]:
-        columns = self.features.mode_inputs() if how is not False else None
-        if columns is None:
-            return {}
-        n, P, R = self.X.shape[0], self.features.num_components, self.rank
-        groups = {}
-        for column in sorted(set(columns)):
-            modes = [k for k, c in enumerate(columns) if c == column]
-            values, inverse = torch.unique(self.X[:, column], return_inverse=True)
-            U = values.numel()
-            if U * P * P * R * R * itemsize > memory_budget // 2:
-                continue
-            size = max(self.features.mode_sizes[k] for k in modes)
-            # per core update: U P² M² R² (assembly) + N P² R² per column (C, shared by its cores), against N M² R²
-            if how == "auto" and U * P * P * size * size + n * P * P / len(modes) > 0.5 * n * size * size:
-                continue
-            first = torch.full((U,), n, dtype=torch.long, device=self.device).scatter_reduce_(
-                0, inverse, torch.arange(n, device=self.device), reduce="amin")
-            order = torch.argsort(inverse, stable=True)
-            groups[column] = _InputGroup(column, modes, inverse, order, self.X[first])
-        return groups
-
-    @property
-    def grouped_modes(self) -> list[int]:
-        """Cores whose normal equations are accumulated per distinct input value."""
-        return sorted(self._group_of_mode)
 
     def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
         """Set the mixture coefficients c (P,) — FL updates these between sweeps.
@@ -532,33 +293,11 @@ class CPDALS:
         Prefix products Π_{k<j} and suffix products Π_{k>j} are kept and only the ones a changed core
         invalidates are rebuilt, so a sweep 0 … K−1 … 1 costs O(K) Hadamard products instead of O(K²).
         """
-        K = self.features.num_modes
-        if K == 1:
-            return torch.ones_like(self._projections[0])
-        prefix, suffix = self._prefix, self._suffix
-        start = mode
-        while start > 0 and prefix[start] is None:
-            start -= 1
-        for j in range(start + 1, mode + 1):  # prefix[j] = prefix[j−1] ⊙ projection[j−1]
-            prefix[j] = self._projections[0] if j == 1 else prefix[j - 1] * self._projections[j - 1]
-        end = mode
-        while end < K - 1 and suffix[end] is None:
-            end += 1
-        for j in range(end - 1, mode - 1, -1):  # suffix[j] = projection[j+1] ⊙ suffix[j+1]
-            suffix[j] = self._projections[K - 1] if j == K - 2 else self._projections[j + 1] * suffix[j + 1]
-        if mode == 0:
-            return suffix[0]
-        if mode == K - 1:
-            return prefix[K - 1]
-        return prefix[mode] * suffix[mode]
+        return self._partial.except_mode(self._projections, mode)
 
     def _projections_changed(self, *modes: int) -> None:
         """Invalidate the prefix/suffix products that depend on the projections of ``modes``."""
-        K = self.features.num_modes
-        for j in range(min(modes) + 1, K):
-            self._prefix[j] = None
-        for j in range(0, max(modes)):
-            self._suffix[j] = None
+        self._partial.invalidate(*modes)
 
     def normal_equations(self, mode: int) -> CoreSystem:
         """AᴴA, Aᴴy and the penalty matrix of core ``mode``, accumulated over row chunks (or distinct input
@@ -580,89 +319,6 @@ class CPDALS:
         all_reduce_sum(rhs, self.distributed)
         gram = 0.5 * (gram + gram.mH)
         return CoreSystem(mode, gram, rhs, self.penalty_matrix(mode))
-
-    def _value_projections(self, group: _InputGroup, mode: int) -> torch.Tensor:
-        """``φ^p_k(u) W_k`` at the distinct values of the mode's column → (P, U, R)."""
-        return self.active_features.mode_features(group.representatives, mode).to(self.dtype) @ self.factors[mode]
-
-    def _column_table(self, group: _InputGroup) -> torch.Tensor:
-        """``⊙_{k reads the column} φ^p_k(u) W_k`` at the column's distinct values → (P, U, R), cached while the
-        column's cores and the active components are unchanged."""
-        key = (self.active_components, tuple(id(self.factors[k]) for k in group.modes))
-        cached = self._tables.get(group.column)
-        if cached is not None and cached[0] == key and all(a is self.factors[k] for a, k in zip(cached[1], group.modes)):
-            return cached[2]
-        table = self._value_projections(group, group.modes[0])
-        for k in group.modes[1:]:
-            table = table * self._value_projections(group, k)
-        self._tables[group.column] = (key, tuple(self.factors[k] for k in group.modes), table)
-        return table
-
-    def _row_product(self, rows: torch.Tensor | slice, *, skip_column: int | None = None) -> torch.Tensor:
-        """``⊙_k φ^p_k(x_n) W_k`` over every core (except those on ``skip_column``) for training rows ``rows``
-        → (P, n, R); grouped columns are gathered from their value tables, the others computed per row."""
-        index = torch.arange(self.X.shape[0], device=self.device)[rows] if isinstance(rows, slice) else rows
-        P = self.active_features.num_components
-        product = torch.ones(P, index.numel(), self.rank, dtype=self.dtype, device=self.device)
-        for column, group in self._groups.items():
-            if column != skip_column:
-                product = product * self._column_table(group)[:, group.inverse[index]]
-        skipped = self._groups[skip_column].modes if skip_column in self._groups else ()
-        for k in range(self.features.num_modes):
-            if k not in self._group_of_mode and k not in skipped:
-                product = product * (self.active_features.mode_features(self.X[index], k).to(self.dtype)
-                                     @ self.factors[k])
-        return product
-
-    def _cross_statistics(self, group: _InputGroup) -> tuple[torch.Tensor, torch.Tensor]:
-        """``C_u[p, q] = Σ_{n∈u} c̄^p_n (c^q_n)ᵀ`` → (U, P, P, R, R) and ``t_u[p] = Σ_{n∈u} c̄^p_n y_n`` → (U, P, R),
-        with c^p_n the product of the projections of every core *not* on the group's column (cached while those
-        cores are unchanged)."""
-        others = tuple(self.factors[k] for k in range(self.features.num_modes) if k not in group.modes)
-        key = (group.column, self.active_components)
-        if (self._cross is not None and self._cross[0] == key
-                and all(a is b for a, b in zip(self._cross[1], others))):
-            return self._cross[2], self._cross[3]
-        self._cross = None  # free the previous column's statistics first
-        P, R, U = self.active_features.num_components, self.rank, group.representatives.shape[0]
-        width = P * R
-        cross = torch.zeros(U, width, width, dtype=self.dtype, device=self.device)
-        target = torch.zeros(U, width, dtype=self.dtype, device=self.device)
-        n = self.X.shape[0]
-        # rows sorted by the column's value, so each distinct value is a contiguous segment: C_u = B_uᴴ B_u by GEMM
-        # (one per segment; outer products added with index_add_ were slower: memory-bound)
-        for start in range(0, n, self.chunk_size):
-            rows = group.order[start:start + self.chunk_size]
-            block = self._row_product(rows, skip_column=group.column).transpose(0, 1).reshape(len(rows), width)
-            values = group.inverse[rows]
-            target.index_add_(0, values, block.conj() * self.y[rows].to(self.dtype).unsqueeze(-1))
-            segments, counts = torch.unique_consecutive(values, return_counts=True)
-            for value, part in zip(segments.tolist(), block.split(counts.tolist())):
-                cross[value].addmm_(part.mH, part)
-        cross = cross.reshape(U, P, R, P, R).permute(0, 1, 3, 2, 4)
-        target = target.reshape(U, P, R)
-        self._cross = (key, others, cross, target)
-        return cross, target
-
-    def _grouped_normal_equations(self, mode: int) -> CoreSystem:
-        group = self._group_of_mode[mode]
-        cross, target = self._cross_statistics(group)
-        P, R, U = self.active_features.num_components, self.rank, group.representatives.shape[0]
-        M = self.features.mode_sizes[mode]
-        within = torch.ones(P, U, R, dtype=self.dtype, device=self.device)
-        for k in group.modes:
-            if k != mode:
-                within = within * self._value_projections(group, k)
-        weights = self.active_weights.to(self.dtype)
-        within = within * weights.view(-1, 1, 1)  # c_p folded into the same-column part
-        phi = self.active_features.mode_features(group.representatives, mode).to(self.dtype)  # (P, U, M)
-        # S_u[p, q] = (w̄^p_u w^qᵀ_u) ∘ C_u[p, q];  AᴴA[(m, r), (m', s)] = Σ_{u, p, q} φ̄^p_m(u) φ^q_m'(u) S_u[p, q, r, s]
-        scaled = within.conj().permute(1, 0, 2)[:, :, None, :, None] * within.permute(1, 0, 2)[:, None, :, None, :] * cross
-        outer_phi = phi.conj().permute(1, 0, 2)[:, :, None, :, None] * phi.permute(1, 0, 2)[:, None, :, None, :]
-        gram = (outer_phi.reshape(U * P * P, M * M).transpose(0, 1) @ scaled.reshape(U * P * P, R * R))
-        gram = gram.reshape(M, M, R, R).permute(0, 2, 1, 3).reshape(M * R, M * R)
-        rhs = torch.einsum("pum,upr->mr", phi.conj(), within.conj().permute(1, 0, 2) * target).reshape(-1)
-        return self._combined_system(mode, gram.contiguous(), rhs)
 
     def penalty_matrix(self, mode: int) -> torch.Tensor:
         """I_M ⊗ H_d (full) or I_M ⊗ diag(H_d) (diagonal), without λ — shape (M_d R, M_d R)."""

@@ -7,6 +7,9 @@ then a reparametrised dense Gaussian model) and an approximation that ignores th
 cores otherwise. Summing the conditional variances of several cores is a block-diagonal
 (Gauss–Newton) Laplace approximation: it adds the uncertainty of every core, but counts twice the
 directions two cores share (e.g. moving scale from one core to another).
+
+The design rows a_d(x) are CPD contractions (:mod:`tnbayes.tensors.cpd_contractions`); this module only adds the
+triangular solves against the Cholesky factors ALS leaves behind.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.inference.als import mode_projections
 from tnbayes.basis.tensor_product import TensorProductFeatures
+from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections
 
 __all__ = ["conditional_core_variance", "summed_core_variances"]
 
@@ -82,21 +85,13 @@ def summed_core_variances(features: TensorProductFeatures, factors: Sequence[tor
     for start in range(0, X.shape[0], int(chunk_size)):
         chunk = X[start:start + int(chunk_size)]
         projections = mode_projections(features, factors, chunk, dtype=dtype)  # (K, P, n, R)
-        K = projections.shape[0]
-        prefix = [torch.ones_like(projections[0])]
-        for k in range(K - 1):
-            prefix.append(prefix[-1] * projections[k])
-        suffix = [torch.ones_like(projections[0])]
-        for k in range(K - 1, 0, -1):
-            suffix.append(suffix[-1] * projections[k])
-        suffix.reverse()  # suffix[k] = ⊙_{j>k}
+        partial = PartialProducts(projections.shape[0])
         weights = (torch.ones(projections.shape[1], dtype=dtype, device=X.device) if component_weights is None
                    else component_weights.to(dtype))
         total = torch.zeros(chunk.shape[0], dtype=X.dtype if not X.is_complex() else X.real.dtype, device=X.device)
         for mode, cholesky in zip(modes, choleskys):
-            others = prefix[mode] * suffix[mode]  # (P, n, R)
-            phi = features.mode_features(chunk, mode).to(dtype) * weights.view(-1, 1, 1)  # (P, n, M)
-            design = torch.einsum("pnm,pnr->nmr", phi, others).reshape(chunk.shape[0], -1)
+            design = design_matrix(features, factors, chunk, mode, weights, dtype=dtype,
+                                   others=partial.except_mode(projections, mode))  # (n, M_d R)
             whitened = torch.linalg.solve_triangular(cholesky, design.mH, upper=False)  # (M R, n)
             total = total + whitened.abs().square().sum(0).to(total.dtype)
         out.append(total)

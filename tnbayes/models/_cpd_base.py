@@ -18,12 +18,12 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from tnbayes.basis import TensorProductFeatures
-from tnbayes.inference import CPDALS, cpd_predict, summed_core_variances
-from tnbayes.inference.als import design_matrix
+from tnbayes.inference import CPDALS, summed_core_variances
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
 from tnbayes.models.base import BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
+from tnbayes.tensors import cpd_predict, design_matrix
 
 __all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "NOISE_ESTIMATES", "AUTO_RANK_TOLERANCE", "NOISE_LOWER_BOUND",
            "ALS_UNCONVERGED_CHANGE"]

@@ -48,7 +48,7 @@ from tnbayes._validation import (
 from tnbayes._version import __version__
 from tnbayes.data import ChunkedData, DataSummary, as_chunked, is_chunked, summarize
 from tnbayes.distributed import check_distributed
-from tnbayes.inference.als import StreamedRows
+from tnbayes.data import StreamedRows
 from tnbayes.posterior import GaussianPosterior
 from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
 from tnbayes.selection.input_box import apply_input_box, prediction_box

@@ -32,8 +32,8 @@ from tnbayes.basis import (
 )
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.basis import BasisFeatures
+from tnbayes.data import StreamedRows
 from tnbayes.inference import REGULARIZERS
-from tnbayes.inference.als import StreamedRows
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase

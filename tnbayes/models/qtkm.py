@@ -27,7 +27,7 @@ import torch
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows, quantized_factor_sizes
 from tnbayes.basis.tensor_product import CLOSED_FORM_MIN_BASIS, FourierPolynomialFeatures
-from tnbayes.inference.als import StreamedRows
+from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model

@@ -1,0 +1,18 @@
+"""Argument checks shared by the Fourier, polynomial and quantized feature families (the *basis* axis)."""
+
+from __future__ import annotations
+
+import math
+
+
+def _check_num_basis(num_basis: int) -> int:
+    if isinstance(num_basis, bool) or int(num_basis) != num_basis or int(num_basis) < 2:
+        raise ValueError(f"num_basis (M) must be an integer >= 2; got {num_basis!r}.")
+    return int(num_basis)
+
+
+def _check_period(period: float) -> float:
+    period = float(period)
+    if not math.isfinite(period) or period <= 0:
+        raise ValueError(f"period P must be a finite number > 0; got {period!r}.")
+    return period
