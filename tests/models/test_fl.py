@@ -1,20 +1,14 @@
-"""FL (feature-learning tensor kernel machine): objective, engine reuse, skipped families, baseline, contract."""
+"""FL (feature-learning tensor kernel machine): objective, engine reuse, baseline, contract (skipped families:
+tests/inference/test_als.py)."""
 
 import numpy as np
 import pytest
 import torch
 
 import tnbayes
-from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.inference import CPDALS
 from tnbayes.models.fl import cross_validate_period
-
-
-def _data(n=200, d=3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0, 1, (n, d))
-    y = np.sin(2 * np.pi * X[:, 0]) + X[:, 1] ** 2 - 0.5 * X[:, -1] + 0.1 * rng.standard_normal(n)
-    return X, y
+from tests.cpd_problems import fl_data as _data
 
 
 @pytest.mark.parametrize("regularization", ["l1", "l2", "fixed_norm"])
@@ -46,26 +40,6 @@ def test_single_family_without_learning_is_the_quantized_cpd_model():
     engine.run(5, tol=0.0)
     expected = fl.y_scaler_.inverse_transform(engine.predict(Xs).real)
     np.testing.assert_allclose(fl.predict(X), expected.numpy(), rtol=1e-9, atol=1e-9)
-
-
-def test_zero_weight_families_are_skipped_and_change_nothing():
-    X, y = _data(120, 2)
-    Xt, yt = torch.tensor(X), torch.tensor(y)
-    full = PeriodMixtureFeatures(2, 4, [2.0, 5.0, 9.0])
-    engine = CPDALS(full, Xt, yt, 3, 0.01, component_weights=[0.5, 0.0, -0.3], seed=3)
-    assert engine.active_components == (0, 2)
-    reduced = CPDALS(PeriodMixtureFeatures(2, 4, [2.0, 9.0]), Xt, yt, 3, 0.01, component_weights=[0.5, -0.3], seed=3)
-    engine.run(3, tol=0.0)
-    reduced.run(3, tol=0.0)
-    for a, b in zip(engine.factors, reduced.factors):
-        torch.testing.assert_close(a, b)
-    # per-family predictions still cover every family (the λ update needs them)
-    assert engine.component_predictions(Xt).shape == (120, 3)
-    # re-activating a family works (FISTA may move a λ away from zero)
-    engine.set_component_weights([0.5, 0.2, -0.3])
-    assert engine.active_components == (0, 1, 2)
-    manual = engine.component_predictions(Xt) @ torch.tensor([0.5, 0.2, -0.3], dtype=torch.complex128)
-    torch.testing.assert_close(engine.predict(Xt), manual)
 
 
 def test_l1_sparsifies_and_plot_and_importances():

@@ -1,5 +1,5 @@
-"""QTKM / TKM: exact quantization of the features, the complex ↔ real equivalence, ALS against dense ridge
-regression and exact KRR, Laplace variances against a dense Bayesian computation, persistence, bad input."""
+"""QTKM / TKM: the complex ↔ real equivalence, ALS against dense ridge regression and exact KRR, Laplace variances
+against a dense Bayesian computation, persistence, bad input (the quantization itself: tests/basis/test_quantized.py)."""
 
 import math
 
@@ -8,76 +8,12 @@ import pytest
 import torch
 
 import tnbayes
-from tnbayes.basis import (
-    fourier_features,
-    fourier_frequencies,
-    kron_rows,
-    polynomial_features,
-    quantized_factor_sizes,
-    quantized_factors,
-)
-from tnbayes.basis import FourierPolynomialFeatures
-from tnbayes.inference import CPDALS
-from tnbayes.selection.cross_validation import DEFAULT_PENALTY_GRID, select_krr_hyperparameters
+from tnbayes.basis import FourierPolynomialFeatures, fourier_features
+from tests.cpd_problems import qtkm_data as _regression
 
 
 def _inputs(n=40, seed=0):
     return torch.rand(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) - 0.5
-
-
-def _regression(n=200, d=2, seed=0, noise=0.05):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, size=(n, d))
-    y = np.sin(3 * X[:, 0]) + 0.5 * np.cos(2 * X[:, -1]) + noise * rng.standard_normal(n)
-    return X, y
-
-
-def _product_features(features: FourierPolynomialFeatures, X: torch.Tensor) -> torch.Tensor:
-    """Dense Φ (n, Π_k M_k) of a tensor-product map, mode 0 varying fastest (kron_rows convention)."""
-    return kron_rows([features.mode_features(X, k)[0] for k in range(features.num_modes)])
-
-
-# ---------------------------------------------------------------- quantization is exact
-@pytest.mark.parametrize("num_basis", [2, 7, 12, 16, 64, 90])
-@pytest.mark.parametrize("kind", ["fourier", "polynomial"])
-def test_kronecker_of_factors_reproduces_features(num_basis, kind):
-    x = _inputs()
-    factors = quantized_factors(x, num_basis, kind, period=1.5)
-    assert [f.shape[1] for f in factors] == quantized_factor_sizes(num_basis)
-    assert math.prod(quantized_factor_sizes(num_basis)) == num_basis
-    full = fourier_features(x, num_basis, 1.5) if kind == "fourier" else polynomial_features(x, num_basis)
-    assert full.shape == (x.numel(), num_basis)
-    torch.testing.assert_close(kron_rows(factors), full, rtol=0, atol=1e-12)
-
-
-def test_fourier_frequencies_and_power_of_two_factors():
-    assert fourier_frequencies(16).tolist() == list(range(-8, 8))
-    assert fourier_frequencies(5).tolist() == [-2, -1, 0, 1, 2]
-    assert quantized_factor_sizes(64) == [2] * 6
-    x = _inputs(5)
-    # the paper's factor form for M = 2^K: exp(−iπxM/(KP))·[1, exp(i2πx2^{m−1}/P)]
-    M, K, P = 16, 4, 2.0
-    for m, factor in enumerate(quantized_factors(x, M, "fourier", P)):
-        expected = torch.exp(-1j * math.pi * x * M / (K * P)).unsqueeze(-1) * torch.stack(
-            [torch.ones_like(x), torch.exp(2j * math.pi * x * 2**m / P)], -1)
-        torch.testing.assert_close(factor, expected.to(torch.complex128), rtol=0, atol=1e-13)
-
-
-@pytest.mark.parametrize("kind", ["fourier", "polynomial"])
-def test_feature_map_modes_and_kernel_match_dense_features(kind):
-    X = torch.rand(30, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64) - 0.5
-    quantized = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=True)
-    plain = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=False)
-    raw = FourierPolynomialFeatures(2, 8, kind, 1.5, quantized=True, normalize=False)
-    scale = 8.0 if kind == "fourier" else 1.0  # only Fourier features are normalised
-    torch.testing.assert_close(_product_features(raw, X) / scale, _product_features(plain, X), rtol=0, atol=1e-12)
-    if kind == "fourier":  # normalised: k(x, x) = 1 for any D
-        torch.testing.assert_close(plain.kernel(X, X).diagonal().real, torch.ones(30, dtype=torch.float64))
-    assert quantized.mode_sizes == [2, 2, 2, 2, 2, 2] and plain.mode_sizes == [8, 8]
-    torch.testing.assert_close(_product_features(quantized, X), _product_features(plain, X), rtol=0, atol=1e-12)
-    phi = _product_features(plain, X)
-    torch.testing.assert_close(plain.kernel(X, X[:7]), phi @ phi[:7].conj().T if kind == "fourier" else phi @ phi[:7].T,
-                               rtol=1e-10, atol=1e-10)
 
 
 # ---------------------------------------------------------------- complex least squares = a real ridge regression
@@ -145,27 +81,7 @@ def test_qtkm_at_full_rank_matches_exact_krr():
     np.testing.assert_allclose(model.predict(X_test), expected.numpy(), atol=1e-6)
 
 
-def test_quantized_engine_solves_2r_unknowns_per_core():
-    X = torch.rand(50, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 0.5
-    y = torch.sin(4 * X[:, 0]) * X[:, 1]
-    features = FourierPolynomialFeatures(3, 16, "fourier", 2.0, quantized=True)
-    engine = CPDALS(features, X, y, 5, 1.0)
-    assert features.num_modes == 12
-    assert engine.normal_equations(0).gram.shape == (10, 10)
-    engine.run(5)
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(engine.history, engine.history[1:]))
-
-
 # ---------------------------------------------------------------- hyper-parameters
-def test_krr_cross_validation_picks_a_sensible_period_and_penalty():
-    X, y = _regression(n=240, d=2, seed=1, noise=0.1)
-    Xs = torch.as_tensor(X) / 2.0  # [-0.5, 0.5]
-    selection = select_krr_hyperparameters(Xs, torch.as_tensor(y), num_basis=16, folds=3)
-    assert selection.period in (1.25, 1.5, 2.0, 3.0, 5.0, 9.0, 17.0, 33.0, 65.0)
-    assert len(selection.table) == 9 * len(DEFAULT_PENALTY_GRID)
-    assert selection.cv_mse == min(row["cv_mse"] for row in selection.table)
-    assert selection.cv_mse < 0.05  # noise variance 0.01, signal variance ≈ 0.6
-    assert 0.003 < selection.noise_variance < 0.03
 
 
 @pytest.mark.parametrize("cls", [tnbayes.QTKM, tnbayes.TKM])

@@ -12,7 +12,7 @@ QTKM factors every ψ(x_d) exactly into K = log2 M length-2 Kronecker factors
 **Complex arithmetic.** The weights are complex and fitted to the real targets by complex least squares;
 the prediction is the real part. Written in real and imaginary parts, the complex residual norm is
 ``‖y − Re(Ψw)‖² + ‖Im(Ψw)‖²`` — an ordinary real ridge regression on the stacked design
-``[[Re Ψ, −Im Ψ], [Im Ψ, Re Ψ]]`` with targets ``[y; 0]`` (``tests/test_qtkm.py`` checks the equivalence).
+``[[Re Ψ, −Im Ψ], [Im Ψ, Re Ψ]]`` with targets ``[y; 0]`` (``tests/models/test_qtkm.py`` checks the equivalence).
 """
 
 from __future__ import annotations

@@ -1,0 +1,163 @@
+"""The ALS engine (tnbayes.inference.als) against dense computations: monotone objective, exact ridge solutions at
+full rank, chunking, caches and precision; complex and mixture feature maps; skipped mixture components."""
+
+import numpy as np
+import pytest
+import torch
+
+from tnbayes.basis import FourierPolynomialFeatures, PeriodMixtureFeatures
+from tnbayes.inference import CPDALS
+from tnbayes.tensors import cpd_to_dense
+from tests.cpd_problems import (FourierFeatures as _FourierFeatures, cpd_data as _data, discrete_data as _discrete_data,
+                                fl_data, hilbert_features as _features)
+
+
+@pytest.mark.parametrize("regularizer", ["full", "diagonal"])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_objective_never_increases(regularizer, normalize):
+    X, y = _data(200, 3)
+    engine = CPDALS(_features(3, 6), torch.tensor(X), torch.tensor(y), 4, 0.05, regularizer=regularizer,
+                    normalize_cores=normalize, seed=3)
+    engine.run(8, tol=0.0)
+    history = np.array(engine.history)
+    assert len(history) > 20
+    assert np.all(np.diff(history) <= 1e-10 * history[0]), np.diff(history).max()
+    # the objective tracked from the normal equations equals a direct evaluation
+    assert engine.objective() == pytest.approx(history[-1], rel=1e-9)
+
+
+def test_full_rank_map_equals_dense_ridge_solution():
+    X, y = _data(300, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    feats = _features(2, 6)
+    Z = feats.basis.features(Xt, [0.5, 0.5])
+    Phi = (Z[0][:, :, None] * Z[1][:, None, :]).reshape(len(X), -1)
+    lam = 0.02
+    w = torch.linalg.solve(Phi.T @ Phi + lam * torch.eye(36, dtype=Phi.dtype), Phi.T @ yt)
+    engine = CPDALS(feats, Xt, yt, 6, lam, seed=1)
+    engine.run(200, tol=1e-15)
+    assert float((engine.predict(Xt) - Phi @ w).abs().max()) < 1e-6
+    assert float((cpd_to_dense(engine.factors).reshape(-1) - w).abs().max()) < 1e-6
+
+
+def test_chunk_size_does_not_change_the_result():
+    X, y = _data(257, 3)
+    runs = []
+    for chunk in (16, 100, 10_000):
+        engine = CPDALS(_features(3, 5), torch.tensor(X), torch.tensor(y), 3, 0.1, chunk_size=chunk, seed=0)
+        engine.run(4, tol=0.0)
+        runs.append(torch.stack(engine.factors))
+    for other in runs[1:]:
+        torch.testing.assert_close(other, runs[0], rtol=1e-9, atol=1e-11)
+
+
+def test_projection_cache_off_gives_the_same_fit():
+    X, y = _data(120, 3)
+    a = CPDALS(_features(3, 5), torch.tensor(X), torch.tensor(y), 3, 0.1, seed=0)
+    b = CPDALS(_features(3, 5), torch.tensor(X), torch.tensor(y), 3, 0.1, seed=0, memory_budget=0)
+    assert a.caches_projections and not b.caches_projections
+    a.run(3, tol=0.0)
+    b.run(3, tol=0.0)
+    torch.testing.assert_close(torch.stack(a.factors), torch.stack(b.factors), rtol=1e-9, atol=1e-11)
+
+
+def test_float32_engine_runs_and_tracks_float64():
+    X, y = _data(200, 2)
+    f64 = CPDALS(_features(2, 6), torch.tensor(X), torch.tensor(y), 3, 0.1, seed=0)
+    f32 = CPDALS(_features(2, 6), torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32), 3, 0.1, seed=0)
+    f64.run(5, tol=0.0)
+    f32.run(5, tol=0.0)
+    assert f32.factors[0].dtype == torch.float32
+    diff = (f32.predict(torch.tensor(X, dtype=torch.float32)).double() - f64.predict(torch.tensor(X))).abs().max()
+    assert float(diff) < 1e-3
+
+
+def test_engine_rejects_bad_arguments():
+    X, y = torch.zeros(5, 2, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="rank"):
+        CPDALS(_features(), X, y, 0, 0.1)
+    with pytest.raises(ValueError, match="regularizer"):
+        CPDALS(_features(), X, y, 2, 0.1, regularizer="l1")
+    with pytest.raises(ValueError, match="penalty"):
+        CPDALS(_features(), X, y, 2, -1.0)
+    with pytest.raises(MemoryError, match="Lower the rank"):
+        CPDALS(_features(m=1000), X, y, 100_000, 0.1)
+
+
+def _dense_design(features, X, weights):
+    """Σ_p c_p (Φ^p_1 ⊙ … row-wise Kronecker) for two modes → (N, M²)."""
+    parts = []
+    for p in range(features.num_components):
+        a, b = features.mode_features(X, 0)[p], features.mode_features(X, 1)[p]
+        parts.append(weights[p] * (a[:, :, None] * b[:, None, :]).reshape(len(X), -1))
+    return sum(parts)
+
+
+@pytest.mark.parametrize("periods, weights", [((3.0,), (1.0,)), ((3.0, 5.0), (0.7, -0.4))])
+def test_complex_and_mixture_full_rank_match_dense_complex_ridge(periods, weights):
+    X, y = _data(200, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    feats = _FourierFeatures(2, 6, periods)
+    lam = 0.05
+    engine = CPDALS(feats, Xt, yt, 6, lam, component_weights=weights, seed=2)
+    engine.run(300, tol=1e-15)
+    A = _dense_design(feats, Xt, weights)
+    w = torch.linalg.solve(A.mH @ A + lam * torch.eye(36, dtype=A.dtype), A.mH @ yt.to(A.dtype))
+    assert engine.factors[0].is_complex()
+    assert float((engine.predict(Xt) - A @ w).abs().max()) < 1e-6
+    assert np.all(np.diff(engine.history) <= 1e-10 * engine.history[0])
+    # per-component predictions combine to the prediction
+    comps = engine.component_predictions(Xt)
+    torch.testing.assert_close(comps @ torch.tensor(weights, dtype=comps.dtype), engine.predict(Xt))
+
+
+@pytest.mark.parametrize("group_inputs", [False, "auto"])
+def test_partial_products_give_the_same_sweeps(group_inputs):
+    """Prefix/suffix products of the cached projections (O(K) per sweep) give the same cores as recomputing
+    ⊙_{k≠d} for every update — with core normalisation, several components and partly grouped inputs."""
+    X, y = _discrete_data(300, 3, [4, 50, 300])
+    for feats, weights in ((FourierPolynomialFeatures(3, 8, period=2.0, quantized=True), None),
+                           (PeriodMixtureFeatures(3, 8, (1.5, 3.0, 7.0), center=0.0), (0.6, 0.0, -0.3))):
+        engines = []
+        for keep in (False, True):
+            engine = CPDALS(feats, X, y, 3, 0.05, component_weights=weights, seed=2, group_inputs=group_inputs)
+            assert engine.caches_projections and engine.keeps_partial_products
+            engine.keeps_partial_products = keep
+            engine.run(3, tol=0.0)
+            engine.set_component_weights((0.5, 0.2, 0.1) if weights else (1.0,))  # changes the active support
+            engine.run(1, tol=0.0)
+            engines.append(engine)
+        for fa, fb in zip(engines[0].factors, engines[1].factors):
+            torch.testing.assert_close(fa, fb, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(engines[0].history, engines[1].history, rtol=1e-10)
+
+
+def test_quantized_engine_solves_2r_unknowns_per_core():
+    X = torch.rand(50, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 0.5
+    y = torch.sin(4 * X[:, 0]) * X[:, 1]
+    features = FourierPolynomialFeatures(3, 16, "fourier", 2.0, quantized=True)
+    engine = CPDALS(features, X, y, 5, 1.0)
+    assert features.num_modes == 12
+    assert engine.normal_equations(0).gram.shape == (10, 10)
+    engine.run(5)
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(engine.history, engine.history[1:]))
+
+
+def test_zero_weight_families_are_skipped_and_change_nothing():
+    X, y = fl_data(120, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    full = PeriodMixtureFeatures(2, 4, [2.0, 5.0, 9.0])
+    engine = CPDALS(full, Xt, yt, 3, 0.01, component_weights=[0.5, 0.0, -0.3], seed=3)
+    assert engine.active_components == (0, 2)
+    reduced = CPDALS(PeriodMixtureFeatures(2, 4, [2.0, 9.0]), Xt, yt, 3, 0.01, component_weights=[0.5, -0.3], seed=3)
+    engine.run(3, tol=0.0)
+    reduced.run(3, tol=0.0)
+    for a, b in zip(engine.factors, reduced.factors):
+        torch.testing.assert_close(a, b)
+    # per-family predictions still cover every family (the λ update needs them)
+    assert engine.component_predictions(Xt).shape == (120, 3)
+    # re-activating a family works (FISTA may move a λ away from zero)
+    engine.set_component_weights([0.5, 0.2, -0.3])
+    assert engine.active_components == (0, 1, 2)
+    manual = engine.component_predictions(Xt) @ torch.tensor([0.5, 0.2, -0.3], dtype=torch.complex128)
+    torch.testing.assert_close(engine.predict(Xt), manual)
