@@ -3,8 +3,12 @@ CPD model tests (tests/models): one definition each, imported as ``from tests.cp
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import torch
+
+from tnbayes._model_file import payload_checksum
 
 from tnbayes.basis import BasisFeatures, HilbertBasis, TensorProductFeatures
 
@@ -59,3 +63,22 @@ class FourierFeatures(TensorProductFeatures):
     def mode_features(self, X, mode):
         x = X[:, mode].to(torch.float64)
         return torch.stack([torch.exp(2j * torch.pi * x[:, None] * self.k / p) for p in self.periods])
+
+
+def rewrite_as_before_renames(path, parameters: dict[str, str], fitted: dict[str, str] | None = None,
+                              factors_shape: tuple[int, ...] | None = None) -> None:
+    """Make a saved model file look like one tnbayes 0.1 wrote: the constructor parameters ``{old: new}`` under their
+    old names, the fitted attributes ``{old: new}`` likewise, and ``factors_`` in the shape ``factors_shape``."""
+    payload = torch.load(path, weights_only=True)
+    params = json.loads(payload["params_json"])
+    for old, new in parameters.items():
+        params[old] = params.pop(new)
+    payload["params_json"] = json.dumps(params)
+    scalars = json.loads(payload["scalars_json"])
+    for old, new in (fitted or {}).items():
+        scalars[old] = scalars.pop(new)
+    payload["scalars_json"] = json.dumps(scalars)
+    if factors_shape is not None:
+        payload["tensors"]["factors_"] = payload["tensors"]["factors_"].reshape(factors_shape)
+    payload["checksum"] = payload_checksum(payload)
+    torch.save(payload, path)

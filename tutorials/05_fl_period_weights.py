@@ -33,8 +33,8 @@ import time
 import torch
 
 from tnbayes.basis import PeriodMixtureFeatures
-from tnbayes.inference import cpd_predict
 from tnbayes.models.fl import cross_validate_period
+from tnbayes.tensors import cpd_predict
 
 # %% [markdown]
 # ## The model in one line
@@ -43,13 +43,13 @@ from tnbayes.models.fl import cross_validate_period
 # holds the Fourier features `exp(i2πkx/θ_p)`, k = −M/2 … M/2 − 1, per input, and all families share **one**
 # quantized CPD weight tensor w. A short period gives fast oscillations over the data, a long one
 # (θ ≫ 1) nearly constant or linear features. ALS alternates sweeps over the cores of w with an update of λ
-# under an L1 penalty β‖λ‖₁, which can switch families off. We use the paper's eight candidate periods
-# (sorted here so that every plot reads from short to long).
+# under an L1 penalty β‖λ‖₁ (`mixture_penalty="l1"`, β = `mixture_penalty_strength`), which can switch families
+# off. We use the paper's eight candidate periods (sorted here so that every plot reads from short to long).
 #
 # Because w is shared, the size of λ_p is not the size of family p's part of the prediction: `Φ_θp w` can be
 # large for one θ and tiny for another. The helper below splits a fitted model's prediction into the
 # per-family parts `λ_p Re(Φ_θp(x) w)` with the public building blocks (`model.cores()`,
-# `tnbayes.inference.PeriodMixtureFeatures`, `cpd_predict`) and checks that they add up to the model's own
+# `tnbayes.basis.PeriodMixtureFeatures`, `tnbayes.tensors.cpd_predict`) and checks that they add up to the model's own
 # prediction. Their standard deviation over the training inputs, relative to that of y, is what we call a
 # family's *contribution*.
 
@@ -116,7 +116,7 @@ fl = fits[chosen]
 
 start = time.perf_counter()
 best, cv_mse, _ = cross_validate_period(Xtr, y_train, PERIODS, folds=3, repeats=CV_REPEATS, **common)
-cv = tnbayes.FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", **common).fit(Xtr, y_train)
+cv = tnbayes.FeatureLearningKM(periods=[best], mixture_penalty="none", initial_weights="ones", **common).fit(Xtr, y_train)
 cv_seconds = time.perf_counter() - start
 print(f"CV validation MSE per θ: { {t: round(v, 3) for t, v in cv_mse.items()} }")
 print(f"test MSE (standardised y; noise floor {0.01 / y_train.var():.3f}): FL seed {seeds[chosen]} "
@@ -175,17 +175,18 @@ plt.close(fig)
 
 # %%
 splits = range(1) if SMALL else range(4)
-yacht_common = dict(rank=6, num_basis=2, alpha=0.01, epochs=10, out_of_box="clip", normalize_features=False)
+yacht_common = dict(rank=6, num_basis=2, penalty=0.01, epochs=10, out_of_box="clip", normalize_features=False)
 rows, weights, contributions = [], [], []
 for k in splits:
     data = tnbayes.datasets.load("yacht", split=k)
     start = time.perf_counter()
-    fl = tnbayes.FeatureLearningKM(periods=PERIODS, beta=0.1, seed=k, **yacht_common).fit(data.X_train, data.y_train)
+    fl = tnbayes.FeatureLearningKM(periods=PERIODS, mixture_penalty_strength=0.1, seed=k,
+                                   **yacht_common).fit(data.X_train, data.y_train)
     fl_seconds = time.perf_counter() - start
     start = time.perf_counter()
     best, _, _ = cross_validate_period(data.X_train, data.y_train, PERIODS, folds=3, repeats=CV_REPEATS, seed=k,
                                        **yacht_common)
-    cv = tnbayes.FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", seed=k,
+    cv = tnbayes.FeatureLearningKM(periods=[best], mixture_penalty="none", initial_weights="ones", seed=k,
                                    **yacht_common).fit(data.X_train, data.y_train)
     cv_seconds = time.perf_counter() - start
     weights.append(fl.feature_weights_.numpy())

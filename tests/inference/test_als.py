@@ -12,11 +12,11 @@ from tests.cpd_problems import (FourierFeatures as _FourierFeatures, cpd_data as
                                 fl_data, hilbert_features as _features)
 
 
-@pytest.mark.parametrize("regularizer", ["full", "diagonal"])
+@pytest.mark.parametrize("penalty_form", ["full", "diagonal"])
 @pytest.mark.parametrize("normalize", [True, False])
-def test_objective_never_increases(regularizer, normalize):
+def test_objective_never_increases(penalty_form, normalize):
     X, y = _data(200, 3)
-    engine = CPDALS(_features(3, 6), torch.tensor(X), torch.tensor(y), 4, 0.05, regularizer=regularizer,
+    engine = CPDALS(_features(3, 6), torch.tensor(X), torch.tensor(y), 4, 0.05, penalty_form=penalty_form,
                     normalize_cores=normalize, seed=3)
     engine.run(8, tol=0.0)
     history = np.array(engine.history)
@@ -76,8 +76,8 @@ def test_engine_rejects_bad_arguments():
     X, y = torch.zeros(5, 2, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
     with pytest.raises(ValueError, match="rank"):
         CPDALS(_features(), X, y, 0, 0.1)
-    with pytest.raises(ValueError, match="regularizer"):
-        CPDALS(_features(), X, y, 2, 0.1, regularizer="l1")
+    with pytest.raises(ValueError, match="penalty_form"):
+        CPDALS(_features(), X, y, 2, 0.1, penalty_form="l1")
     with pytest.raises(ValueError, match="penalty"):
         CPDALS(_features(), X, y, 2, -1.0)
     with pytest.raises(MemoryError, match="Lower the rank"):
@@ -161,3 +161,40 @@ def test_zero_weight_families_are_skipped_and_change_nothing():
     assert engine.active_components == (0, 1, 2)
     manual = engine.component_predictions(Xt) @ torch.tensor([0.5, 0.2, -0.3], dtype=torch.complex128)
     torch.testing.assert_close(engine.predict(Xt), manual)
+
+
+def test_regularizer_is_a_deprecated_alias_of_penalty_form():
+    X, y = _data(100, 2)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    new = CPDALS(_features(2, 5), Xt, yt, 3, 0.05, penalty_form="diagonal", seed=1)
+    with pytest.warns(FutureWarning, match="penalty_form"):
+        old = CPDALS(_features(2, 5), Xt, yt, 3, 0.05, regularizer="diagonal", seed=1)
+    assert old.penalty_form == "diagonal"
+    new.run(3, tol=0.0)
+    old.run(3, tol=0.0)
+    assert old.history == new.history
+    with pytest.warns(FutureWarning, match="penalty_form"):
+        assert old.regularizer == "diagonal"
+
+
+@pytest.mark.parametrize("name, home", [("cpd_predict", "tnbayes.tensors"), ("design_matrix", "tnbayes.tensors"),
+                                        ("mode_projections", "tnbayes.tensors"), ("product_except", "tnbayes.tensors"),
+                                        ("StreamedRows", "tnbayes.data"), ("TensorProductFeatures", "tnbayes.basis")])
+def test_names_that_left_the_inference_package_warn_there(name, home):
+    import importlib
+
+    import tnbayes.inference
+
+    with pytest.warns(FutureWarning, match=f"moved to {home}.{name}"):
+        moved = getattr(tnbayes.inference, name)
+    assert moved is getattr(importlib.import_module(home), name)
+    assert name not in tnbayes.inference.__all__
+
+
+def test_regularizers_is_a_deprecated_alias_of_penalty_forms():
+    import tnbayes.inference
+    from tnbayes.inference import als
+
+    for module in (tnbayes.inference, als):
+        with pytest.warns(FutureWarning, match="PENALTY_FORMS"):
+            assert module.REGULARIZERS == tnbayes.inference.PENALTY_FORMS == ("full", "diagonal")

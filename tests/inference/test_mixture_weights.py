@@ -16,7 +16,7 @@ def _problem(seed, n=40, P=6, scale=1.0):
     return torch.tensor(F * scale), torch.tensor(y)  # scale > 1: small least-squares λ; < 1: large
 
 
-def _reference(F, y, regularization, beta, nonnegative):
+def _reference(F, y, mixture_penalty, beta, nonnegative):
     """scipy: L1 by splitting λ = u − v (u, v ≥ 0) with L-BFGS-B; the others by SLSQP / L-BFGS-B with bounds."""
     F, y = F.numpy(), y.numpy()
     P = F.shape[1]
@@ -25,7 +25,7 @@ def _reference(F, y, regularization, beta, nonnegative):
         r = y - F @ lam
         return 0.5 * r @ r, -F.T @ r
 
-    if regularization == "l1":
+    if mixture_penalty == "l1":
         def f(z):
             lam = z[:P] - z[P:]
             value, grad = fit(lam)
@@ -35,7 +35,7 @@ def _reference(F, y, regularization, beta, nonnegative):
         res = minimize(f, np.zeros(2 * P), jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000})
         return res.x[:P] - res.x[P:]
-    if regularization == "l2":
+    if mixture_penalty == "l2":
         def f(lam):
             value, grad = fit(lam)
             return value + 0.5 * beta * lam @ lam, grad + beta * lam
@@ -50,24 +50,24 @@ def _reference(F, y, regularization, beta, nonnegative):
     return res.x
 
 
-@pytest.mark.parametrize("regularization", ["l1", "l2", "fixed_norm"])
+@pytest.mark.parametrize("mixture_penalty", ["l1", "l2", "fixed_norm"])
 @pytest.mark.parametrize("nonnegative", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_solver_matches_scipy(regularization, nonnegative, seed):
+def test_solver_matches_scipy(mixture_penalty, nonnegative, seed):
     F, y = _problem(seed)
     beta = [0.1, 2.0, 10.0][seed]
-    ours = solve_mixture_weights(F, y, regularization, beta, nonnegative=nonnegative)
-    ref = torch.tensor(_reference(F, y, regularization, beta, nonnegative))
+    ours = solve_mixture_weights(F, y, mixture_penalty, beta, nonnegative=nonnegative)
+    ref = torch.tensor(_reference(F, y, mixture_penalty, beta, nonnegative))
     gram, rhs, yy = F.T @ F, F.T @ y, float(y @ y)
-    ref_value = mixture_weight_objective(gram, rhs, yy, ref, regularization, beta)
-    if regularization == "fixed_norm" and not np.isfinite(ref_value):  # SLSQP's tiny constraint violation
-        ref_value = mixture_weight_objective(gram, rhs, yy, ref / ref.norm(), regularization, beta)
+    ref_value = mixture_weight_objective(gram, rhs, yy, ref, mixture_penalty, beta)
+    if mixture_penalty == "fixed_norm" and not np.isfinite(ref_value):  # SLSQP's tiny constraint violation
+        ref_value = mixture_weight_objective(gram, rhs, yy, ref / ref.norm(), mixture_penalty, beta)
     # never worse than the generic solver, and the same point (strictly convex problems)
     assert ours.objective <= ref_value + 1e-7 * abs(ref_value)
     assert float((ours.weights - ref).abs().max()) < 1e-4 * (1 + float(ref.abs().max()))
     if nonnegative:
         assert float(ours.weights.min()) >= 0.0
-    if regularization == "fixed_norm":
+    if mixture_penalty == "fixed_norm":
         assert float(ours.weights.norm()) <= 1.0 + 1e-9
 
 
@@ -83,17 +83,34 @@ def test_fixed_norm_inside_ball_has_zero_multiplier_and_equals_least_squares():
 
 def test_l1_gives_exact_zeros_and_l2_closed_form():
     F, y = _problem(4)
-    sparse = solve_mixture_weights(F, y, "l1", beta=30.0)
+    sparse = solve_mixture_weights(F, y, "l1", mixture_penalty_strength=30.0)
     assert int((sparse.weights == 0).sum()) >= 1
-    ridge = solve_mixture_weights(F, y, "l2", beta=0.5)
+    ridge = solve_mixture_weights(F, y, "l2", mixture_penalty_strength=0.5)
     torch.testing.assert_close(ridge.weights, torch.linalg.solve(F.T @ F + 0.5 * torch.eye(6, dtype=F.dtype), F.T @ y))
 
 
 def test_solver_rejects_bad_arguments():
     F, y = _problem(0)
-    with pytest.raises(ValueError, match="regularization"):
+    with pytest.raises(ValueError, match="mixture_penalty"):
         solve_mixture_weights(F, y, "l0")
-    with pytest.raises(ValueError, match="beta"):
-        solve_mixture_weights(F, y, "l1", beta=-1.0)
+    with pytest.raises(ValueError, match="mixture_penalty_strength"):
+        solve_mixture_weights(F, y, "l1", mixture_penalty_strength=-1.0)
     with pytest.raises(ValueError, match="give F"):
         solve_mixture_weights(F, y[:3], "l1")
+
+
+def test_old_argument_names_warn_and_give_the_same_solution():
+    from tnbayes.inference import mixture_weights
+
+    F, y = _problem(5)
+    new = solve_mixture_weights(F, y, "l1", mixture_penalty_strength=3.0)
+    with pytest.warns(FutureWarning, match="mixture_penalty"):
+        old = solve_mixture_weights(F, y, regularization="l1", beta=3.0)
+    torch.testing.assert_close(old.weights, new.weights, rtol=0, atol=0)
+    gram, rhs, yy = F.T @ F, F.T @ y, float(y @ y)
+    with pytest.warns(FutureWarning) as caught:
+        value = mixture_weight_objective(gram, rhs, yy, new.weights, regularization="l1", beta=3.0)
+    assert sorted(str(w.message).split("'")[3] for w in caught) == ["mixture_penalty", "mixture_penalty_strength"]
+    assert value == mixture_weight_objective(gram, rhs, yy, new.weights, "l1", 3.0)
+    with pytest.warns(FutureWarning, match="MIXTURE_PENALTIES"):
+        assert mixture_weights.REGULARIZATIONS == mixture_weights.MIXTURE_PENALTIES

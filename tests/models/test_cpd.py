@@ -62,9 +62,9 @@ def test_all_cores_variance_exceeds_last_core_variance():
     assert float(none.posterior(Xt, observation_noise=False).variance.abs().max()) == 0.0
 
 
-def test_diagonal_regularizer_and_given_penalty_use_residual_noise():
+def test_diagonal_penalty_form_and_given_penalty_use_residual_noise():
     X, y = _data(300, 2)
-    kwargs = dict(rank=4, num_basis=10, lengthscale=0.6, penalty=1e-3, regularizer="diagonal")
+    kwargs = dict(rank=4, num_basis=10, lengthscale=0.6, penalty=1e-3, penalty_form="diagonal")
     model = tnbayes.CPDKernelMachine(noise_estimate="training", **kwargs).fit(X, y)
     assert model.hyperparameter_source_ == "given"
     assert model.noise_variance_ == model.residual_noise_variance_
@@ -191,3 +191,34 @@ def test_many_inputs_two_relevant_are_found_with_no_arguments():
     assert scores["rmse"] < 0.3 * y[n:].std()
     assert set(np.argsort(model.lengthscale_.numpy())[:2]) == {0, 1}
     assert 0.85 <= scores["coverage_95"] <= 1.0
+
+
+def test_regularizer_is_a_deprecated_alias_of_penalty_form():
+    X, y = _data(120, 2)
+    kwargs = dict(rank=3, num_basis=6, lengthscale=0.6, penalty=1e-3, noise_estimate="training")
+    new = tnbayes.CPDKernelMachine(penalty_form="diagonal", **kwargs).fit(X, y)
+    with pytest.warns(FutureWarning, match="'regularizer' was renamed 'penalty_form'"):
+        old = tnbayes.CPDKernelMachine(regularizer="diagonal", **kwargs).fit(X, y)
+    assert old.penalty_form == "diagonal" and old.history_ == new.history_
+    torch.testing.assert_close(old.posterior(X[:10]).mean, new.posterior(X[:10]).mean, rtol=0, atol=0)
+    with pytest.raises(TypeError, match="pass only penalty_form"):
+        tnbayes.CPDKernelMachine(regularizer="full", penalty_form="diagonal", **kwargs).fit(X, y)
+    assert tnbayes.make_model("cpd_diag").penalty_form == "diagonal"
+
+
+def test_factors_are_stacked_cores_and_files_with_3d_factors_still_load(tmp_path):
+    from tests.cpd_problems import rewrite_as_before_renames
+
+    X, y = _data(120, 2)
+    model = tnbayes.CPDKernelMachine(rank=3, num_basis=6, lengthscale=0.6, penalty=1e-3, noise_variance=0.01,
+                                     penalty_form="diagonal").fit(X, y)
+    assert model.factors_.shape == (2 * 6, 3)  # (Σ_k M_k, R), as for QTKM and FL
+    torch.testing.assert_close(torch.cat(model.cores()), model.factors_, rtol=0, atol=0)
+    model.save(tmp_path / "cpd.pt")
+    rewrite_as_before_renames(tmp_path / "cpd.pt", {"regularizer": "penalty_form"}, factors_shape=(2, 6, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the user passed no old name: no warning
+        loaded = tnbayes.load_model(tmp_path / "cpd.pt")
+    assert loaded.penalty_form == "diagonal" and loaded.factors_.shape == (12, 3)
+    a, b = model.posterior(X[:10]), loaded.posterior(X[:10])
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)

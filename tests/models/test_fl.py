@@ -11,18 +11,18 @@ from tnbayes.models.fl import cross_validate_period
 from tests.cpd_problems import fl_data as _data
 
 
-@pytest.mark.parametrize("regularization", ["l1", "l2", "fixed_norm"])
+@pytest.mark.parametrize("mixture_penalty", ["l1", "l2", "fixed_norm"])
 @pytest.mark.parametrize("nonnegative", [False, True])
-def test_objective_never_increases(regularization, nonnegative):
+def test_objective_never_increases(mixture_penalty, nonnegative):
     X, y = _data()
-    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, regularization=regularization, nonnegative=nonnegative,
+    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, mixture_penalty=mixture_penalty, nonnegative=nonnegative,
                                       epochs=6).fit(X, y)
     history = np.array(model.objective_history_)
     assert len(history) == 2 * 6  # after every core sweep and every λ update
     assert np.all(np.diff(history) <= 1e-9 * abs(history[0]))
     if nonnegative:
         assert float(model.feature_weights_.min()) >= 0
-    if regularization == "fixed_norm":
+    if mixture_penalty == "fixed_norm":
         assert float(model.feature_weights_.norm()) <= 1 + 1e-9
 
 
@@ -31,8 +31,8 @@ def test_single_family_without_learning_is_the_quantized_cpd_model():
     from tnbayes.basis import FourierPolynomialFeatures
 
     X, y = _data(150, 2)
-    fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], regularization="none", initial_weights="ones",
-                                   alpha=0.05, epochs=5, uncertainty="none", normalize_features=False).fit(X, y)
+    fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], mixture_penalty="none", initial_weights="ones",
+                                   penalty=0.05, epochs=5, uncertainty="none", normalize_features=False).fit(X, y)
     Xs = fl.x_scaler_.transform(torch.tensor(X))  # [0, 1]
     assert float(Xs.min()) == 0.0 and float(Xs.max()) == 1.0
     engine = CPDALS(FourierPolynomialFeatures(2, 8, "fourier", 3.0, quantized=True, normalize=False), Xs,
@@ -44,7 +44,7 @@ def test_single_family_without_learning_is_the_quantized_cpd_model():
 
 def test_l1_sparsifies_and_plot_and_importances():
     X, y = _data()
-    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, beta=5.0, epochs=5).fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, mixture_penalty_strength=5.0, epochs=5).fit(X, y)
     assert 0 < len(model.active_families_) < len(model.periods_)
     assert set(model.feature_importances()) == set(model.periods_)
     ax = model.plot_feature_weights()
@@ -72,8 +72,8 @@ def test_cross_validation_baseline_picks_a_period_from_the_set():
 
 def test_bad_parameters_are_rejected():
     X, y = _data(60, 2)
-    for kwargs, match in [({"regularization": "lasso"}, "regularization"), ({"periods": [0.5]}, "periods"),
-                          ({"periods": []}, "periods"), ({"alpha": -1.0}, "alpha"), ({"epochs": 0}, "epochs"),
+    for kwargs, match in [({"mixture_penalty": "lasso"}, "mixture_penalty"), ({"periods": [0.5]}, "periods"),
+                          ({"periods": []}, "periods"), ({"penalty": -1.0}, "penalty"), ({"epochs": 0}, "epochs"),
                           ({"initial_weights": [1.0]}, "initial_weights"), ({"rank": 0}, "rank")]:
         with pytest.raises(ValueError, match=match):
             tnbayes.FeatureLearningKM(**kwargs).fit(X, y)
@@ -93,3 +93,37 @@ def test_save_load_round_trip(tmp_path):
     torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=0)
     torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=0)
     torch.testing.assert_close(loaded.feature_weights_, model.feature_weights_)
+
+
+def test_old_parameter_names_warn_and_fit_the_same():
+    X, y = _data(80, 2)
+    common = dict(rank=2, num_basis=4, epochs=3)
+    new = tnbayes.FeatureLearningKM(penalty=1e-4, mixture_penalty_strength=0.5, mixture_penalty="l2", **common).fit(X, y)
+    with pytest.warns(FutureWarning) as caught:
+        old = tnbayes.FeatureLearningKM(alpha=1e-4, beta=0.5, regularization="l2", **common).fit(X, y)
+    assert {str(w.message).split("'")[3] for w in caught} == {"penalty", "mixture_penalty_strength", "mixture_penalty"}
+    assert (old.penalty, old.mixture_penalty_strength, old.mixture_penalty) == (1e-4, 0.5, "l2")
+    np.testing.assert_array_equal(old.predict(X), new.predict(X))
+    with pytest.warns(FutureWarning, match="penalty_"):
+        assert old.alpha_ == old.penalty_ == 1e-4
+    from tnbayes.models import fl
+
+    with pytest.warns(FutureWarning, match="DEFAULT_PENALTY"):
+        assert fl.DEFAULT_ALPHA == fl.DEFAULT_PENALTY
+
+
+def test_files_saved_with_the_old_names_still_load(tmp_path):
+    from tests.cpd_problems import rewrite_as_before_renames
+
+    X, y = _data(80, 2)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3, penalty=1e-4, mixture_penalty="l2").fit(X, y)
+    model.save(tmp_path / "fl.pt")
+    rewrite_as_before_renames(tmp_path / "fl.pt", {"alpha": "penalty", "beta": "mixture_penalty_strength",
+                                                   "regularization": "mixture_penalty"}, {"alpha_": "penalty_"})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        loaded = tnbayes.load_model(tmp_path / "fl.pt")
+    assert (loaded.penalty, loaded.mixture_penalty, loaded.penalty_) == (1e-4, "l2", 1e-4)
+    torch.testing.assert_close(loaded.posterior(X[:10]).mean, model.posterior(X[:10]).mean, rtol=0, atol=0)

@@ -137,3 +137,12 @@ def test_bad_input_gets_clear_errors():
         model.posterior(np.full((2, 2), np.nan))
     with pytest.raises(ValueError):
         model.posterior(X[:, :1])
+
+
+def test_weight_tensor_dim_is_deprecated_and_ignored():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 4, size=(40, 1))
+    model = tnbayes.TKM(rank=1, num_basis=8, period=1.5, penalty=1e-3, max_sweeps=1).fit(X, np.sin(2 * X[:, 0]))
+    with pytest.warns(FutureWarning, match="dim is ignored"):
+        ignored = model.weight_tensor(0)
+    torch.testing.assert_close(ignored, model.weight_tensor(), rtol=0, atol=0)

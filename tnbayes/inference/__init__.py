@@ -1,7 +1,7 @@
 """Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form
 and the cost models that fit them into a time budget."""
 
-from .als import CPDALS, REGULARIZERS
+from .als import CPDALS, PENALTY_FORMS
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .laplace import conditional_core_variance, summed_core_variances
@@ -16,7 +16,7 @@ __all__ = [
     "TTKalmanFilter",
     "Truncation",
     "TRUNCATED_QUANTITIES",
-    "REGULARIZERS",
+    "PENALTY_FORMS",
     "conditional_core_variance",
     "summed_core_variances",
     "tnkf_seconds_per_row",
@@ -37,6 +37,10 @@ _MOVED = {
 
 
 def __getattr__(name: str):
+    if name == "REGULARIZERS":
+        from . import als
+
+        return als.__getattr__(name)  # warns: renamed PENALTY_FORMS
     if name in _MOVED:
         import importlib
         import warnings

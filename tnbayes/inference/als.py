@@ -38,11 +38,13 @@ Low-precision (float32) fits accumulate the normal equations in float32 and solv
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
+from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
 from tnbayes._validation import available_memory_bytes
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows
@@ -52,9 +54,18 @@ from tnbayes.inference.spd import CoreSystem, solve_spd
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
 from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections
 
-__all__ = ["CPDALS", "REGULARIZERS"]
+__all__ = ["CPDALS", "PENALTY_FORMS"]
 
-REGULARIZERS = ("full", "diagonal")
+#: the values of ``penalty_form``: λ‖W‖² exactly, or only the diagonal of each core's penalty matrix
+PENALTY_FORMS = ("full", "diagonal")
+
+
+def __getattr__(name: str):
+    if name == "REGULARIZERS":  # renamed in 0.2: "regularization" no longer names three things
+        warnings.warn(f"tnbayes.inference.als.REGULARIZERS was renamed PENALTY_FORMS in tnbayes {RENAMED_IN} (it will "
+                      f"be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return PENALTY_FORMS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CPDALS(InputGroupingMixin):
@@ -72,7 +83,7 @@ class CPDALS(InputGroupingMixin):
         CP rank R.
     penalty : float
         λ ≥ 0 (the objective is ``‖y − f‖² + λ·pen(W)``; not scaled by N).
-    regularizer : {"full", "diagonal"}
+    penalty_form : {"full", "diagonal"}
         ``"full"`` penalises ‖W‖_F² exactly (default; a Gaussian prior on W); ``"diagonal"`` keeps only the
         diagonal of H_d, i.e. λ Σ_r Π_k ‖w_r^(k)‖², as in T-KRR's published experiments.
     component_weights : sequence of float of length P, optional
@@ -95,6 +106,8 @@ class CPDALS(InputGroupingMixin):
     distributed : bool
         This process holds one shard of the rows; sums over rows are combined over the default
         ``torch.distributed`` process group (see the module docstring).
+    regularizer : {"full", "diagonal"}
+        Deprecated alias of ``penalty_form`` (FutureWarning).
 
     Notes
     -----
@@ -124,15 +137,21 @@ class CPDALS(InputGroupingMixin):
     """
 
     def __init__(self, features: TensorProductFeatures, X: torch.Tensor | StreamedRows, y: torch.Tensor | None,
-                 rank: int, penalty: float, *, regularizer: str = "full",
+                 rank: int, penalty: float, *, penalty_form: str = "full",
                  component_weights: Sequence[float] | None = None, normalize_cores: bool = True,
                  chunk_size: int | None = None, memory_budget: int | None = None,
                  factors: Sequence[torch.Tensor] | None = None, seed: int = 0,
-                 group_inputs: bool | str = "auto", distributed: bool = False) -> None:
+                 group_inputs: bool | str = "auto", distributed: bool = False,
+                 regularizer: str = DEPRECATED) -> None:
+        if not is_deprecated_default(regularizer):
+            warnings.warn(f"CPDALS: the parameter 'regularizer' was renamed 'penalty_form' in tnbayes {RENAMED_IN}; pass "
+                          f"penalty_form={regularizer!r} instead ('regularizer' will be removed in {REMOVED_IN}).",
+                          FutureWarning, stacklevel=2)
+            penalty_form = regularizer
         if not any(group_inputs is m or (isinstance(m, str) and group_inputs == m) for m in GROUPING_MODES):
             raise ValueError(f"group_inputs must be 'auto', True or False; got {group_inputs!r}.")
-        if regularizer not in REGULARIZERS:
-            raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {regularizer!r}.")
+        if penalty_form not in PENALTY_FORMS:
+            raise ValueError(f"penalty_form must be one of {PENALTY_FORMS}; got {penalty_form!r}.")
         if isinstance(rank, bool) or int(rank) != rank or rank < 1:
             raise ValueError(f"rank must be a positive integer; got {rank!r}.")
         if not math.isfinite(float(penalty)) or penalty < 0:
@@ -156,7 +175,7 @@ class CPDALS(InputGroupingMixin):
         self.X, self.y = X, y
         self.rank = int(rank)
         self.penalty = float(penalty)
-        self.regularizer = regularizer
+        self.penalty_form = penalty_form
         self.normalize_cores = bool(normalize_cores)
         self.real_dtype = real_dtype
         self.dtype = (torch.complex128 if real_dtype == torch.float64 else torch.complex64) if features.is_complex else real_dtype
@@ -220,6 +239,13 @@ class CPDALS(InputGroupingMixin):
                 f"equations but only {available / 2**30:.1f} GiB are free. Lower the rank or the number of "
                 f"basis functions per dimension (or use a quantized model, whose cores have 2·R unknowns)."
             )
+
+    @property
+    def regularizer(self) -> str:
+        """Deprecated alias of :attr:`penalty_form` (FutureWarning)."""
+        warnings.warn(f"CPDALS.regularizer was renamed penalty_form in tnbayes {RENAMED_IN} (it will be removed in "
+                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return self.penalty_form
 
     def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
         """Set the mixture coefficients c (P,) — FL updates these between sweeps.
@@ -323,7 +349,7 @@ class CPDALS(InputGroupingMixin):
     def penalty_matrix(self, mode: int) -> torch.Tensor:
         """I_M ⊗ H_d (full) or I_M ⊗ diag(H_d) (diagonal), without λ — shape (M_d R, M_d R)."""
         hadamard = cpd_hadamard_gram(cpd_factor_grams(self.factors), skip=mode)
-        if self.regularizer == "diagonal":
+        if self.penalty_form == "diagonal":
             hadamard = torch.diag(hadamard.diagonal())
         eye = torch.eye(self.features.mode_sizes[mode], dtype=self.dtype, device=self.device)
         return torch.kron(eye, hadamard)
@@ -460,7 +486,7 @@ class CPDALS(InputGroupingMixin):
 
     def penalty_value(self) -> float:
         """pen(W): ‖W‖² (full) or Σ_r Π_k ‖w_r^(k)‖² (diagonal)."""
-        if self.regularizer == "full":
+        if self.penalty_form == "full":
             return float(cpd_norm_squared(self.factors))
         return float(cpd_hadamard_gram(cpd_factor_grams(self.factors)).diagonal().real.sum())
 

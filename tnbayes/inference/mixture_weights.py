@@ -1,10 +1,11 @@
-"""The λ block of the feature-learning model (Saiapin & Batselier): regularised least squares for P mixture weights.
+"""The λ block of the feature-learning model (Saiapin & Batselier): penalised least squares for P mixture weights
+(the *inference* axis).
 
 With the CPD weights fixed, FL's objective in λ is ::
 
     ½‖y − F λ‖² + β·Reg(λ)          F (n, P) real,  y (n,) real
 
-with ``Reg`` one of
+with β the ``mixture_penalty_strength`` and ``Reg`` the ``mixture_penalty``, one of
 
 - ``"l1"``: ‖λ‖₁ — FISTA (Beck & Teboulle 2009) with step 1/‖FᵀF‖₂, soft threshold βt and the standard momentum
   sequence t_{k+1} = (1 + √(1 + 4t_k²))/2 (the reference code's momentum differs), restarted when it stops
@@ -25,15 +26,43 @@ Everything works on the P × P Gram matrix G = FᵀF and b = Fᵀy, so one updat
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy.optimize import brentq, nnls
 
-__all__ = ["REGULARIZATIONS", "MixtureWeightSolution", "mixture_weight_objective", "solve_mixture_weights"]
+from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
 
-REGULARIZATIONS = ("l1", "l2", "fixed_norm")
+__all__ = ["MIXTURE_PENALTIES", "MixtureWeightSolution", "mixture_weight_objective", "solve_mixture_weights"]
+
+#: the values of ``mixture_penalty`` (FL's ``mixture_penalty`` adds "none": no λ update)
+MIXTURE_PENALTIES = ("l1", "l2", "fixed_norm")
+
+
+def __getattr__(name: str):
+    if name == "REGULARIZATIONS":  # renamed in 0.2: "regularization" no longer names three things
+        warnings.warn(f"tnbayes.inference.mixture_weights.REGULARIZATIONS was renamed MIXTURE_PENALTIES in tnbayes "
+                      f"{RENAMED_IN} (it will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return MIXTURE_PENALTIES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _renamed_arguments(function: str, mixture_penalty: str, mixture_penalty_strength: float, regularization: str,
+                       beta: float | str) -> tuple[str, float]:
+    """``(mixture_penalty, mixture_penalty_strength)`` with the values of the deprecated names when given (warns)."""
+    for old, new in (("regularization", "mixture_penalty"), ("beta", "mixture_penalty_strength")):
+        value = regularization if old == "regularization" else beta
+        if is_deprecated_default(value):
+            continue
+        warnings.warn(f"{function}: the argument {old!r} was renamed {new!r} in tnbayes {RENAMED_IN}; pass "
+                      f"{new}={value!r} instead ({old!r} will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=3)
+        if old == "regularization":
+            mixture_penalty = value
+        else:
+            mixture_penalty_strength = value
+    return mixture_penalty, mixture_penalty_strength
 
 
 @dataclass
@@ -58,7 +87,8 @@ class MixtureWeightSolution:
 
 
 def mixture_weight_objective(gram: torch.Tensor, rhs: torch.Tensor, yy: float, weights: torch.Tensor,
-                             regularization: str, beta: float) -> float:
+                             mixture_penalty: str = DEPRECATED, mixture_penalty_strength: float = DEPRECATED, *,
+                             regularization: str = DEPRECATED, beta: float | str = DEPRECATED) -> float:
     """½‖y − Fλ‖² + β·Reg(λ) from G = FᵀF, b = Fᵀy and yᵀy (``inf`` outside the fixed-norm ball).
 
     Parameters
@@ -67,24 +97,33 @@ def mixture_weight_objective(gram: torch.Tensor, rhs: torch.Tensor, yy: float, w
     rhs : torch.Tensor of shape (P,)
     yy : float
     weights : torch.Tensor of shape (P,)
-    regularization : {"l1", "l2", "fixed_norm"}
-    beta : float
+    mixture_penalty : {"l1", "l2", "fixed_norm"}
+        Reg.
+    mixture_penalty_strength : float
+        β.
+    regularization, beta
+        Deprecated aliases of ``mixture_penalty`` and ``mixture_penalty_strength`` (FutureWarning).
 
     Returns
     -------
     float
     """
+    mixture_penalty, mixture_penalty_strength = _renamed_arguments(
+        "mixture_weight_objective", mixture_penalty, mixture_penalty_strength, regularization, beta)
+    if is_deprecated_default(mixture_penalty) or is_deprecated_default(mixture_penalty_strength):
+        raise TypeError("mixture_weight_objective needs mixture_penalty and mixture_penalty_strength.")
     fit = 0.5 * (yy - 2.0 * float(rhs @ weights) + float(weights @ gram @ weights))
-    if regularization == "l1":
-        return fit + beta * float(weights.abs().sum())
-    if regularization == "l2":
-        return fit + 0.5 * beta * float(weights @ weights)
+    if mixture_penalty == "l1":
+        return fit + mixture_penalty_strength * float(weights.abs().sum())
+    if mixture_penalty == "l2":
+        return fit + 0.5 * mixture_penalty_strength * float(weights @ weights)
     return fit if float(torch.linalg.vector_norm(weights)) <= 1.0 + 1e-9 else math.inf
 
 
-def _objective(G: np.ndarray, b: np.ndarray, yy: float, lam: np.ndarray, regularization: str, beta: float) -> float:
-    return mixture_weight_objective(torch.as_tensor(G), torch.as_tensor(b), yy, torch.as_tensor(lam), regularization,
-                                    beta)
+def _objective(G: np.ndarray, b: np.ndarray, yy: float, lam: np.ndarray, mixture_penalty: str,
+               strength: float) -> float:
+    return mixture_weight_objective(torch.as_tensor(G), torch.as_tensor(b), yy, torch.as_tensor(lam), mixture_penalty,
+                                    strength)
 
 
 def _fista(gram: np.ndarray, rhs: np.ndarray, start: np.ndarray, lipschitz: float, prox, max_iter: int,
@@ -158,10 +197,12 @@ def _fixed_norm(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, float]:
     return solution(mu), float(mu)
 
 
-def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, regularization: str = "l1",
-                          beta: float = 0.1, *, nonnegative: bool = False, start: torch.Tensor | None = None,
-                          gram: torch.Tensor | None = None, rhs: torch.Tensor | None = None, yy: float | None = None,
-                          max_iter: int = 20000, tol: float = 1e-12) -> MixtureWeightSolution:
+def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, mixture_penalty: str = "l1",
+                          mixture_penalty_strength: float = 0.1, *, nonnegative: bool = False,
+                          start: torch.Tensor | None = None, gram: torch.Tensor | None = None,
+                          rhs: torch.Tensor | None = None, yy: float | None = None, max_iter: int = 20000,
+                          tol: float = 1e-12, regularization: str = DEPRECATED,
+                          beta: float | str = DEPRECATED) -> MixtureWeightSolution:
     """Minimise ½‖y − Fλ‖² + β·Reg(λ) (see the module docstring).
 
     Parameters
@@ -169,8 +210,9 @@ def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, regula
     F : torch.Tensor of shape (n, P), optional
         Per-component predictions (real). Not needed when ``gram``, ``rhs`` and ``yy`` are given.
     y : torch.Tensor of shape (n,), optional
-    regularization : {"l1", "l2", "fixed_norm"}
-    beta : float
+    mixture_penalty : {"l1", "l2", "fixed_norm"}
+        Reg.
+    mixture_penalty_strength : float
         β ≥ 0 (ignored by ``"fixed_norm"``).
     nonnegative : bool
         Constrain λ ≥ 0.
@@ -184,15 +226,19 @@ def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, regula
         FISTA iteration budget.
     tol : float
         FISTA stops when an iteration moves λ by less than ``tol·(1 + ‖λ‖)``.
+    regularization, beta
+        Deprecated aliases of ``mixture_penalty`` and ``mixture_penalty_strength`` (FutureWarning).
 
     Returns
     -------
     MixtureWeightSolution
     """
-    if regularization not in REGULARIZATIONS:
-        raise ValueError(f"regularization must be one of {REGULARIZATIONS}; got {regularization!r}.")
-    if not math.isfinite(float(beta)) or beta < 0:
-        raise ValueError(f"beta must be a finite number >= 0; got {beta!r}.")
+    mixture_penalty, strength = _renamed_arguments("solve_mixture_weights", mixture_penalty,
+                                                   mixture_penalty_strength, regularization, beta)
+    if mixture_penalty not in MIXTURE_PENALTIES:
+        raise ValueError(f"mixture_penalty must be one of {MIXTURE_PENALTIES}; got {mixture_penalty!r}.")
+    if not math.isfinite(float(strength)) or strength < 0:
+        raise ValueError(f"mixture_penalty_strength must be a finite number >= 0; got {strength!r}.")
     if gram is None or rhs is None:
         if F is None or y is None or F.ndim != 2 or y.shape != (F.shape[0],):
             raise ValueError("give F (n, P) and y (n,), or gram (P, P), rhs (P,) and yy.")
@@ -207,30 +253,30 @@ def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, regula
     lipschitz = float(np.linalg.eigvalsh(G)[-1]) if P else 0.0
     iterations, multiplier = 0, 0.0
 
-    if regularization == "l2" and not nonnegative:
-        weights = np.linalg.solve(G + beta * np.eye(P), b) if beta > 0 else np.linalg.lstsq(G, b, rcond=None)[0]
-    elif regularization == "l2":
+    if mixture_penalty == "l2" and not nonnegative:
+        weights = np.linalg.solve(G + strength * np.eye(P), b) if strength > 0 else np.linalg.lstsq(G, b, rcond=None)[0]
+    elif mixture_penalty == "l2":
         # min ½λᵀ(G + βI)λ − bᵀλ, λ ≥ 0  ⇔  min ‖Lᵀλ − L⁻¹b‖², λ ≥ 0 with G + βI = LLᵀ
-        lower = np.linalg.cholesky(G + max(beta, 1e-12 * max(lipschitz, 1e-300)) * np.eye(P))
+        lower = np.linalg.cholesky(G + max(strength, 1e-12 * max(lipschitz, 1e-300)) * np.eye(P))
         weights, _ = nnls(lower.T, np.linalg.solve(lower, b), maxiter=50 * max(P, 1))
-    elif regularization == "fixed_norm" and not nonnegative:
+    elif mixture_penalty == "fixed_norm" and not nonnegative:
         weights, multiplier = _fixed_norm(G, b)
     else:
-        if regularization == "l1":
+        if mixture_penalty == "l1":
             def prox(z: np.ndarray, step: float) -> np.ndarray:
                 if nonnegative:
-                    return np.clip(z - beta * step, 0.0, None)
-                return np.sign(z) * np.clip(np.abs(z) - beta * step, 0.0, None)
+                    return np.clip(z - strength * step, 0.0, None)
+                return np.sign(z) * np.clip(np.abs(z) - strength * step, 0.0, None)
         else:  # fixed norm with λ ≥ 0
             def prox(z: np.ndarray, step: float) -> np.ndarray:
                 return _project_ball(np.clip(z, 0.0, None))
         weights, iterations = _fista(G, b, lam0, lipschitz, prox, max_iter, tol)
-        if regularization == "l1":
-            polished = _polish_l1(G, b, weights, beta, nonnegative)
-            if polished is not None and (_objective(G, b, yy, polished, regularization, beta)
-                                         <= _objective(G, b, yy, weights, regularization, beta)):
+        if mixture_penalty == "l1":
+            polished = _polish_l1(G, b, weights, strength, nonnegative)
+            if polished is not None and (_objective(G, b, yy, polished, mixture_penalty, strength)
+                                         <= _objective(G, b, yy, weights, mixture_penalty, strength)):
                 weights = polished
     weights = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=like.dtype, device=like.device)
     gram = 0.5 * (gram + gram.T)
-    objective = mixture_weight_objective(gram, rhs, yy, weights, regularization, beta)
+    objective = mixture_weight_objective(gram, rhs, yy, weights, mixture_penalty, strength)
     return MixtureWeightSolution(weights, objective, iterations, multiplier)

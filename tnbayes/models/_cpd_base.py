@@ -1,11 +1,12 @@
-"""What every model with CPD weights fitted by ALS shares: the rank search, the noise estimate and the
-Laplace-type predictive uncertainty (T-KRR's :class:`~tnbayes.CPDKernelMachine`, :class:`~tnbayes.QTKM`,
-:class:`~tnbayes.TKM`).
+"""What every model with CPD weights fitted by ALS shares: the rank search, the noise estimate, the Laplace-type
+predictive uncertainty and the one layout of the fitted cores (T-KRR's :class:`~tnbayes.CPDKernelMachine`,
+:class:`~tnbayes.QTKM`, :class:`~tnbayes.TKM`, :class:`~tnbayes.FeatureLearningKM`; the *models* layer).
 
-A subclass builds its :class:`~tnbayes.inference.TensorProductFeatures` and its penalty λ, then calls
+A subclass builds its :class:`~tnbayes.basis.TensorProductFeatures` and its penalty λ, then calls
 :meth:`CPDModelBase._fit_cpd`; ``posterior`` then works unchanged. Subclasses set ``uncertainty``,
 ``noise_variance``, ``max_sweeps``, ``tol``, ``chunk_size``, ``seed``, ``verbose`` as constructor
-parameters and implement :meth:`_factor_list` (the fitted cores as a list).
+parameters and implement :meth:`_features` (the fitted feature map, rebuilt from fitted attributes). The cores are
+kept as ``factors_`` of shape (Σ_k M_k, R), stacked row-wise in mode order.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from tnbayes._deprecation import apply_renamed_parameters
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
@@ -89,7 +91,8 @@ class CPDModelBase(BaseModel):
         raise NotImplementedError
 
     def _store_factors(self, factors: Sequence[torch.Tensor]) -> None:
-        """Keep the cores as ``factors_``: stacked row-wise, shape (Σ_k M_k, R) (cores may differ in size)."""
+        """Keep the cores as ``factors_``: stacked row-wise, shape (Σ_k M_k, R) (cores may differ in size) — the one
+        layout of every CPD model."""
         self.factors_ = torch.cat(list(factors), dim=0)
 
     def _factor_list(self) -> list[torch.Tensor]:
@@ -107,7 +110,18 @@ class CPDModelBase(BaseModel):
         return [core.clone() for core in self._factor_list()]
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
+        self._adopt_stored_names()
         self.features_ = self._features()
+
+    def _adopt_stored_names(self) -> None:
+        """Bring a file saved before tnbayes 0.2 to the current names and layout (idempotent): renamed parameters
+        move to their new names without a warning (the user passed nothing), and CPDKernelMachine's (D, M, R)
+        cores become the (Σ_k M_k, R) layout."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            apply_renamed_parameters(self)
+        if self.factors_.ndim == 3:
+            self.factors_ = self.factors_.reshape(-1, self.factors_.shape[-1])
 
     # ------------------------------------------------------------------ fitting
     def _component_weights(self) -> torch.Tensor | None:
@@ -115,7 +129,7 @@ class CPDModelBase(BaseModel):
         return None
 
     def _fit_cpd(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, ranks: Sequence[int],
-                 penalty: float, reference_noise: float | None, *, regularizer: str = "full",
+                 penalty: float, reference_noise: float | None, *, penalty_form: str = "full",
                  component_weights: torch.Tensor | None = None, between_sweeps=None,
                  max_sweeps: int | None = None, initial_factors: Sequence[torch.Tensor] | None = None) -> CPDALS:
         """Run ALS for each rank in turn; keep the first whose residual noise is within 10% of the reference.
@@ -132,7 +146,7 @@ class CPDModelBase(BaseModel):
             λ of the engine's objective ``‖y − f‖² + λ·pen(W)``.
         reference_noise : float, optional
             The noise variance the model should explain the data down to (None: keep the first rank).
-        regularizer : {"full", "diagonal"}
+        penalty_form : {"full", "diagonal"}
         component_weights : torch.Tensor of shape (P,), optional
             Initial mixture weights of a P-component feature map.
         between_sweeps : callable, optional
@@ -156,7 +170,7 @@ class CPDModelBase(BaseModel):
         over_budget = None  # (next rank, its predicted seconds, the fit's predicted end) when the budget stopped it
         for index, rank in enumerate(ranks):
             started = time.perf_counter()
-            engine = CPDALS(features, X, y, int(rank), penalty, regularizer=regularizer, chunk_size=self.chunk_size,
+            engine = CPDALS(features, X, y, int(rank), penalty, penalty_form=penalty_form, chunk_size=self.chunk_size,
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
             engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
@@ -197,7 +211,7 @@ class CPDModelBase(BaseModel):
         self._warn_if_unconverged(int(self.max_sweeps if max_sweeps is None else max_sweeps))
         held_out = None
         if held_out_refit:
-            held_out = self._held_out_noise(features, X, y, engine.rank, penalty, regularizer, component_weights,
+            held_out = self._held_out_noise(features, X, y, engine.rank, penalty, penalty_form, component_weights,
                                             max_sweeps, initial_factors)
         self._store_laplace(engine, residual, penalty, held_out)
         self._check_fit_seconds(time_budget, held_out_refit)
@@ -244,7 +258,7 @@ class CPDModelBase(BaseModel):
                 and between_sweeps is None)
 
     def _held_out_noise(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
-                        penalty: float, regularizer: str, component_weights: torch.Tensor | None,
+                        penalty: float, penalty_form: str, component_weights: torch.Tensor | None,
                         max_sweeps: int | None, initial_factors) -> float | None:
         """σ² the model earns on held-out rows: refit the kept rank on the other rows (same features and λ), then
         :func:`~tnbayes.selection.calibration.proportional_noise_estimate` of the held-out residuals under the
@@ -253,7 +267,7 @@ class CPDModelBase(BaseModel):
         if split is None:
             return None
         fitted, held = split
-        engine = CPDALS(features, X[fitted], y[fitted], int(rank), penalty, regularizer=regularizer,
+        engine = CPDALS(features, X[fitted], y[fitted], int(rank), penalty, penalty_form=penalty_form,
                         chunk_size=self.chunk_size, seed=int(self.seed), component_weights=component_weights,
                         factors=initial_factors)
         engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=False)

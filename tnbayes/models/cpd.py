@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tnbayes._deprecation import DEPRECATED
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
@@ -33,7 +34,7 @@ from tnbayes.basis import (
 from tnbayes.basis.spectral import kernel_name
 from tnbayes.basis import BasisFeatures
 from tnbayes.data import StreamedRows
-from tnbayes.inference import REGULARIZERS
+from tnbayes.inference import PENALTY_FORMS
 from tnbayes.models._classifier import BinaryClassifierMixin
 from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, CPDModelBase
@@ -72,7 +73,7 @@ class CPDKernelMachine(CPDModelBase):
         σ_f² and σ² on the standardised target scale. Default: estimated (see Notes).
     c : float or sequence of float, optional
         Boundary factor of the Hilbert box per input (box = centre ± c·half-range). Default: the rule.
-    regularizer : {"full", "diagonal"}
+    penalty_form : {"full", "diagonal"}
         ``"full"``: λ‖W‖² (the Gaussian-prior reading; default). ``"diagonal"``: λ Σ_r Π_d ‖w_r^(d)‖², the
         variant behind the T-KRR paper's tables.
     max_sweeps : int
@@ -112,11 +113,14 @@ class CPDKernelMachine(CPDModelBase):
         over the processes, so all of them end with the same model (see ``docs/scale-out.md``).
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
+    regularizer : {"full", "diagonal"}
+        Deprecated alias of ``penalty_form`` (FutureWarning).
 
     Attributes
     ----------
-    factors_ : torch.Tensor of shape (D, M, R)
-        The CPD cores W^(d).
+    factors_ : torch.Tensor of shape (D·M, R)
+        The CPD cores W^(d) stacked row-wise (rows d·M … (d+1)·M − 1 hold W^(d)), the layout of every CPD model;
+        :meth:`cores` splits them. Files saved before tnbayes 0.2 with (D, M, R) cores still load.
     rank_ : int
         The rank used.
     rank_search_ : list of dict
@@ -200,17 +204,18 @@ class CPDKernelMachine(CPDModelBase):
     input_scaling = "standard"
     supports_chunked_fit = True
     _transient_attributes = ("features_",)
+    _renamed_parameters = {"regularizer": "penalty_form"}
 
     def __init__(self, rank: int | None = None, *, num_basis: int | None = None, kernel: str = "se", nu: float | None = None,
                  lengthscale: float | list[float] | None = None, penalty: float | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None,
-                 c: float | list[float] | None = None, regularizer: str = "full", max_sweeps: int = 10,
+                 c: float | list[float] | None = None, penalty_form: str = "full", max_sweeps: int = 10,
                  tol: float = 1e-6, uncertainty: str = "all_cores", noise_estimate: str = "held_out",
                  hyper_max_points: int = 1000, time_budget: float | None = 60.0,
                  max_num_basis: int = 40, ard: bool = True, out_of_box: str = "clip",
                  chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, regularizer: str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self.rank = rank
         self.num_basis = num_basis
@@ -221,7 +226,7 @@ class CPDKernelMachine(CPDModelBase):
         self.outputscale = outputscale
         self.noise_variance = noise_variance
         self.c = c
-        self.regularizer = regularizer
+        self.penalty_form = penalty_form
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.uncertainty = uncertainty
@@ -234,6 +239,7 @@ class CPDKernelMachine(CPDModelBase):
         self.chunk_size = chunk_size
         self.seed = seed
         self.distributed = distributed
+        self.regularizer = regularizer
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self, num_dims: int) -> None:
@@ -246,8 +252,8 @@ class CPDKernelMachine(CPDModelBase):
                                       or int(self.rank) < 1):
             raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
         resolve_kernel(self.kernel, self.nu)
-        if self.regularizer not in REGULARIZERS:
-            raise ValueError(f"regularizer must be one of {REGULARIZERS}; got {self.regularizer!r}.")
+        if self.penalty_form not in PENALTY_FORMS:
+            raise ValueError(f"penalty_form must be one of {PENALTY_FORMS}; got {self.penalty_form!r}.")
         check_out_of_box_policy(self.out_of_box)
         check_time_budget(self.time_budget)
         if self.uncertainty not in UNCERTAINTY_METHODS:
@@ -383,18 +389,12 @@ class CPDKernelMachine(CPDModelBase):
         else:
             ranks = [r for r in AUTO_RANKS if self.num_basis_ * r <= AUTO_RANK_MAX_WIDTH] or [AUTO_RANKS[0]]
         self._fit_cpd(self.features_, X, y, ranks, self.penalty_, self._given_or_estimated_noise,
-                      regularizer=self.regularizer)
-
-    def _store_factors(self, factors) -> None:
-        self.factors_ = torch.stack(list(factors))
+                      penalty_form=self.penalty_form)
 
     # ------------------------------------------------------------------ prediction
     def _representable_box(self) -> tuple[torch.Tensor, torch.Tensor]:
         center, half_width = self.box_center_, self.box_half_width_
         return center - half_width, center + half_width
-
-    def _factor_list(self) -> list[torch.Tensor]:
-        return list(self.factors_.unbind(0))
 
 
 class CPDKernelClassifier(BinaryClassifierMixin, CPDKernelMachine):
@@ -448,4 +448,4 @@ class CPDKernelClassifier(BinaryClassifierMixin, CPDKernelMachine):
 
 
 register_model("cpd", CPDKernelMachine)
-register_model("cpd_diag", lambda **kw: CPDKernelMachine(regularizer="diagonal", **kw))
+register_model("cpd_diag", lambda **kw: CPDKernelMachine(penalty_form="diagonal", **kw))

@@ -5,40 +5,44 @@ tensor w shared by all of them, and learned mixture weights λ (feature importan
 
     ½‖y − Σ_p λ_p Φ_p w‖² + (α/2)‖w‖² + β·Reg(λ)
 
-— the CPD cores by the package's one engine (:class:`~tnbayes.inference.CPDALS` with λ as its component weights:
-penalty α, families with λ_p = 0 skipped), λ by :func:`~tnbayes.inference.mixture_weights.solve_mixture_weights`
-between sweeps.
+with α the ``penalty``, Reg the ``mixture_penalty`` and β the ``mixture_penalty_strength`` — the CPD cores by the
+package's one engine (:class:`~tnbayes.inference.CPDALS` with λ as its component weights: penalty α, families with
+λ_p = 0 skipped), λ by :func:`~tnbayes.inference.mixture_weights.solve_mixture_weights` between sweeps.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
-from tnbayes.inference.mixture_weights import REGULARIZATIONS, mixture_weight_objective, solve_mixture_weights
+from tnbayes.inference.mixture_weights import MIXTURE_PENALTIES, mixture_weight_objective, solve_mixture_weights
 from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.tensors import random_cpd
 from tnbayes.selection.input_box import check_out_of_box_policy
 
-__all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "DEFAULT_ALPHA", "cross_validate_period"]
+__all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "DEFAULT_PENALTY", "cross_validate_period"]
 
 #: the paper's θ set (inputs in [0, 1])
 DEFAULT_FL_PERIODS = (10.0, 2.0, 128.0, 25.0, 64.0, 600.0, 2000.0, 1024.0)
-#: learn λ with these regularisers; "none" keeps λ at its initial value (the single-period CV baseline)
-FL_REGULARIZATIONS = REGULARIZATIONS + ("none",)
-#: α of the normalised features (k(x, x) = 1 per family): a weak ridge, inside the range of the paper's α = 0.01 on
-#: raw features (k(x, x) = M^D) divided by M^D on its data sets (from 10⁻⁴ for yacht to 10⁻⁹ for concrete)
-DEFAULT_ALPHA = 1e-6
+#: learn λ with these penalties; "none" keeps λ at its initial value (the single-period CV baseline)
+FL_MIXTURE_PENALTIES = MIXTURE_PENALTIES + ("none",)
+#: α (``penalty``) of the normalised features (k(x, x) = 1 per family): a weak ridge, inside the range of the paper's
+#: α = 0.01 on raw features (k(x, x) = M^D) divided by M^D on its data sets (from 10⁻⁴ for yacht to 10⁻⁹ for concrete)
+DEFAULT_PENALTY = 1e-6
 #: the paper's α, for its raw features (``normalize_features=False``)
-PAPER_ALPHA = 0.01
+PAPER_PENALTY = 0.01
+#: module constants renamed in 0.2 (with ``alpha`` → ``penalty``); the old names warn
+_RENAMED_CONSTANTS = {"DEFAULT_ALPHA": "DEFAULT_PENALTY", "PAPER_ALPHA": "PAPER_PENALTY"}
 #: size of the random part of each column of the initial cores when they start from the mean feature (relative)
 INITIAL_PERTURBATION = 0.3
 #: FISTA budget per λ update (warm-started; the L1 result is then polished exactly on its support, and a step
@@ -58,12 +62,12 @@ class FeatureLearningKM(CPDModelBase):
         Fourier features per input M (quantized into its prime factors: K = log2 M cores of size 2 for M = 2^K).
     periods : sequence of float
         θ_1 … θ_P in the paper's units (inputs in [0, 1]). Default: the paper's eight.
-    alpha : float, optional
+    penalty : float, optional
         α, the ridge penalty (α/2)‖w‖² of the CPD weights (not scaled by N; the paper's convention). Default:
-        ``DEFAULT_ALPHA`` (10⁻⁶) with normalised features, the paper's 0.01 with raw ones.
-    beta : float
+        ``DEFAULT_PENALTY`` (10⁻⁶) with normalised features, the paper's 0.01 with raw ones.
+    mixture_penalty_strength : float
         β, the weight of Reg(λ) (ignored by ``"fixed_norm"`` and ``"none"``).
-    regularization : {"l1", "l2", "fixed_norm", "none"}
+    mixture_penalty : {"l1", "l2", "fixed_norm", "none"}
         Reg(λ): ‖λ‖₁ (FISTA), ½‖λ‖² (closed form), the constraint ‖λ‖₂ ≤ 1 (secular equation), or no λ update
         (λ stays at ``initial_weights``; with one period this is the plain quantized CPD model).
     nonnegative : bool
@@ -75,8 +79,8 @@ class FeatureLearningKM(CPDModelBase):
     quantized : bool
         Quantize features and weights (the paper does).
     normalize_features : bool
-        Divide every family's features by √M per input (k(x, x) = 1 per family whatever D is; default), so that α
-        means the same for every number of inputs. ``False``: the paper's raw features (k(x, x) = M^D). See Notes.
+        Divide every family's features by √M per input (k(x, x) = 1 per family whatever D is; default), so that
+        ``penalty`` means the same for every number of inputs. ``False``: the paper's raw features (k(x, x) = M^D). See Notes.
     noise_variance : float, optional
         σ² on the standardised target scale for the predictive variance (default: the residual estimate).
     tol : float
@@ -93,11 +97,15 @@ class FeatureLearningKM(CPDModelBase):
         Seed of the initial cores and λ.
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
+    alpha, beta, regularization
+        Deprecated aliases of ``penalty``, ``mixture_penalty_strength`` and ``mixture_penalty`` (FutureWarning).
 
     Attributes
     ----------
     factors_ : torch.Tensor of shape (Σ_k M_k, R)
         The quantized CPD cores stacked row-wise (complex).
+    penalty_ : float
+        α used (``penalty`` or its default for the feature scaling).
     feature_weights_ : torch.Tensor of shape (P,)
         The learned λ (feature importances, aligned with ``periods_``).
     periods_ : list of float
@@ -143,23 +151,26 @@ class FeatureLearningKM(CPDModelBase):
     input_scaling = "minmax"
     _sweep_budget_parameter = "epochs"
     _transient_attributes = ("features_",)
+    _renamed_parameters = {"alpha": "penalty", "beta": "mixture_penalty_strength", "regularization": "mixture_penalty"}
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 8,
-                 periods: Sequence[float] = DEFAULT_FL_PERIODS, alpha: float | None = None, beta: float = 0.1,
-                 regularization: str = "l1", nonnegative: bool = False, epochs: int = 10,
+                 periods: Sequence[float] = DEFAULT_FL_PERIODS, penalty: float | None = None,
+                 mixture_penalty_strength: float = 0.1, mixture_penalty: str = "l1", nonnegative: bool = False,
+                 epochs: int = 10,
                  initial_weights: str | Sequence[float] = "uniform", quantized: bool = True,
                  normalize_features: bool = True,
                  noise_variance: float | None = None, tol: float = 0.0, uncertainty: str = "all_cores",
                  out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, alpha: float | str | None = DEPRECATED, beta: float | str = DEPRECATED,
+                 regularization: str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self.rank = rank
         self.num_basis = num_basis
         self.periods = periods
-        self.alpha = alpha
-        self.beta = beta
-        self.regularization = regularization
+        self.penalty = penalty
+        self.mixture_penalty_strength = mixture_penalty_strength
+        self.mixture_penalty = mixture_penalty
         self.nonnegative = nonnegative
         self.epochs = epochs
         self.initial_weights = initial_weights
@@ -171,11 +182,14 @@ class FeatureLearningKM(CPDModelBase):
         self.out_of_box = out_of_box
         self.chunk_size = chunk_size
         self.seed = seed
+        self.alpha = alpha
+        self.beta = beta
+        self.regularization = regularization
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        if self.regularization not in FL_REGULARIZATIONS:
-            raise ValueError(f"regularization must be one of {FL_REGULARIZATIONS}; got {self.regularization!r}.")
+        if self.mixture_penalty not in FL_MIXTURE_PENALTIES:
+            raise ValueError(f"mixture_penalty must be one of {FL_MIXTURE_PENALTIES}; got {self.mixture_penalty!r}.")
         if self.uncertainty not in UNCERTAINTY_METHODS:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         check_out_of_box_policy(self.out_of_box)
@@ -188,8 +202,8 @@ class FeatureLearningKM(CPDModelBase):
         if not periods or any(not math.isfinite(float(p)) or float(p) < 1.0 for p in periods):
             raise ValueError(f"periods must be a non-empty sequence of numbers >= 1 (inputs span a unit range); "
                              f"got {self.periods!r}.")
-        for name in ("alpha", "beta"):
-            if name == "alpha" and self.alpha is None:  # the default for the feature scaling
+        for name in ("penalty", "mixture_penalty_strength"):
+            if name == "penalty" and self.penalty is None:  # the default for the feature scaling
                 continue
             value = float(getattr(self, name))
             if not math.isfinite(value) or value < 0:
@@ -225,7 +239,7 @@ class FeatureLearningKM(CPDModelBase):
             weights = torch.as_tensor([float(v) for v in self.initial_weights], dtype=torch.float64)
         if self.nonnegative:
             weights = weights.clamp_min(0.0)
-        if self.regularization == "fixed_norm" and float(weights.norm()) > 1.0:
+        if self.mixture_penalty == "fixed_norm" and float(weights.norm()) > 1.0:
             weights = weights / weights.norm()  # start feasible
         return weights
 
@@ -234,7 +248,7 @@ class FeatureLearningKM(CPDModelBase):
         return int(min(50, max(2, n // (2 * per_rank))))
 
     def _initial_cores(self, X: torch.Tensor, features: PeriodMixtureFeatures, rank: int,
-                       alpha: float) -> list[torch.Tensor] | None:
+                       penalty: float) -> list[torch.Tensor] | None:
         """Initial cores for normalised features when random ones would start at W = 0 (see Notes), else None.
 
         Parameters
@@ -243,14 +257,15 @@ class FeatureLearningKM(CPDModelBase):
             Scaled training inputs.
         features : PeriodMixtureFeatures
         rank : int
-        alpha : float
+        penalty : float
+            α.
 
         Returns
         -------
         list of torch.Tensor of shape (M_k, R), or None for the engine's random draw
         """
         sizes = features.mode_sizes
-        if not self.normalize_features or math.log(X.shape[0]) >= math.log(max(alpha, 1e-300)) + sum(
+        if not self.normalize_features or math.log(X.shape[0]) >= math.log(max(penalty, 1e-300)) + sum(
                 math.log(q) for q in sizes):
             return None
         dtype = torch.complex128 if X.dtype == torch.float64 else torch.complex64
@@ -271,19 +286,19 @@ class FeatureLearningKM(CPDModelBase):
         self.periods_ = [float(p) for p in self.periods]
         self.features_ = self._features()
         self.features_.check_inputs(X)
-        default_alpha = DEFAULT_ALPHA if self.normalize_features else PAPER_ALPHA
-        self.alpha_ = float(default_alpha if self.alpha is None else self.alpha)
-        alpha, beta = self.alpha_, float(self.beta)
+        default_penalty = DEFAULT_PENALTY if self.normalize_features else PAPER_PENALTY
+        self.penalty_ = float(default_penalty if self.penalty is None else self.penalty)
+        alpha, beta = self.penalty_, float(self.mixture_penalty_strength)
         weights = self._initial_feature_weights(len(self.periods_)).to(dtype=X.dtype, device=X.device)
         self.feature_weight_history_ = [weights.tolist()]
         self.objective_history_: list[float] = []
-        learn = self.regularization != "none"
-        regularization = self.regularization
+        learn = self.mixture_penalty != "none"
+        mixture_penalty = self.mixture_penalty
 
         def reg_value(lam: torch.Tensor) -> float:
-            if regularization == "l1":
+            if mixture_penalty == "l1":
                 return beta * float(lam.abs().sum())
-            if regularization == "l2":
+            if mixture_penalty == "l2":
                 return 0.5 * beta * float(lam @ lam)
             return 0.0
 
@@ -297,10 +312,10 @@ class FeatureLearningKM(CPDModelBase):
             stacked = torch.cat([per_family.real, per_family.imag])  # (2N, P): the complex residual's real form
             gram, rhs = stacked.T @ stacked, stacked[: engine.X.shape[0]].T @ engine.y
             yy = float(engine.y @ engine.y)
-            solution = solve_mixture_weights(None, None, regularization, beta,
+            solution = solve_mixture_weights(None, None, mixture_penalty, beta,
                                              nonnegative=bool(self.nonnegative), start=lam, gram=gram, rhs=rhs, yy=yy,
                                              max_iter=FISTA_MAX_ITER, tol=1e-10)
-            current = mixture_weight_objective(gram, rhs, yy, lam, regularization, beta)
+            current = mixture_weight_objective(gram, rhs, yy, lam, mixture_penalty, beta)
             new = solution.weights if solution.objective <= current else lam  # safeguard an inexact FISTA
             engine.set_component_weights(new)
             w_term = 0.5 * alpha * engine.penalty_value()
@@ -317,18 +332,30 @@ class FeatureLearningKM(CPDModelBase):
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
         self._report(f"rank R = {rank} ("
                      + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50")
-                     + f"); {len(self.periods_)} period families {self.periods_}, α = {self.alpha_:.3g}; "
-                     f"active families after {self.regularization} learning: "
+                     + f"); {len(self.periods_)} period families {self.periods_}, α = {self.penalty_:.3g}; "
+                     f"active families after {self.mixture_penalty} learning: "
                      f"{[self.periods_[i] for i in self.active_families_]}.")
 
     def _component_weights(self) -> torch.Tensor:
         return self.feature_weights_
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        if "alpha_" not in vars(self):  # saved before normalised features existed: the paper's raw features
+        self._adopt_stored_names()
+        if "penalty_" not in vars(self):  # saved before normalised features existed: the paper's raw features
             self.normalize_features = False
-            self.alpha_ = float(PAPER_ALPHA if self.alpha is None else self.alpha)
+            self.penalty_ = float(PAPER_PENALTY if self.penalty is None else self.penalty)
         super()._after_load(extra)
+
+    @property
+    def alpha_(self) -> float:
+        """Deprecated alias of ``penalty_`` (FutureWarning)."""
+        warnings.warn(f"FeatureLearningKM.alpha_ was renamed penalty_ in tnbayes {RENAMED_IN} (it will be removed in "
+                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return self.penalty_
+
+    @alpha_.setter
+    def alpha_(self, value: float) -> None:  # files saved before 0.2 store alpha_
+        self.penalty_ = float(value)
 
     def feature_importances(self) -> dict[float, float]:
         """λ per period θ.
@@ -364,7 +391,7 @@ class FeatureLearningKM(CPDModelBase):
         ax.set_xticklabels(labels)
         ax.set_xlabel("period θ")
         ax.set_ylabel("λ (feature weight)")
-        ax.set_title(f"FL feature weights ({self.regularization}{', λ ≥ 0' if self.nonnegative else ''})")
+        ax.set_title(f"FL feature weights ({self.mixture_penalty}{', λ ≥ 0' if self.nonnegative else ''})")
         return ax
 
     _out_of_box_remedy = "refit with longer periods"
@@ -379,13 +406,22 @@ class FeatureLearningKM(CPDModelBase):
 FLModel = FeatureLearningKM
 
 
+def __getattr__(name: str):
+    if name in _RENAMED_CONSTANTS:
+        new = _RENAMED_CONSTANTS[name]
+        warnings.warn(f"tnbayes.models.fl.{name} was renamed {new} in tnbayes {RENAMED_IN} (it will be removed in "
+                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def cross_validate_period(X: ArrayLike, y: ArrayLike, periods: Sequence[float] = DEFAULT_FL_PERIODS, *,
                           folds: int = 3, repeats: int = 2, seed: int = 0,
                           **model_kwargs: Any) -> tuple[float, dict[float, float], float]:
     """FL's baseline: the single-period quantized CPD model with θ chosen by repeated k-fold cross-validation.
 
     Every candidate θ is fitted ``folds × repeats`` times with ``FeatureLearningKM(periods=[θ],
-    regularization="none", initial_weights="ones", **model_kwargs)`` — the same engine and cores as FL, one
+    mixture_penalty="none", initial_weights="ones", **model_kwargs)`` — the same engine and cores as FL, one
     family, no λ — and scored by validation MSE (standardised y).
 
     Parameters
@@ -398,7 +434,7 @@ def cross_validate_period(X: ArrayLike, y: ArrayLike, periods: Sequence[float] =
     seed : int
         Seed of the fold assignment and of every fit.
     **model_kwargs
-        Passed to every fit (``rank``, ``num_basis``, ``alpha``, ``epochs``, …).
+        Passed to every fit (``rank``, ``num_basis``, ``penalty``, ``epochs``, …).
 
     Returns
     -------
@@ -425,7 +461,7 @@ def cross_validate_period(X: ArrayLike, y: ArrayLike, periods: Sequence[float] =
     for theta in periods:
         errors = []
         for train, valid in splits:
-            model = FeatureLearningKM(periods=[float(theta)], regularization="none", initial_weights="ones",
+            model = FeatureLearningKM(periods=[float(theta)], mixture_penalty="none", initial_weights="ones",
                                       uncertainty="none", seed=int(seed), **model_kwargs).fit(X_np[train], y_np[train])
             errors.append(float(np.mean((model.predict(X_np[valid]) - y_np[valid]) ** 2)) / scale)
         cv_mse[float(theta)] = float(np.mean(errors))

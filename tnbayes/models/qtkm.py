@@ -18,12 +18,14 @@ the prediction is the real part. Written in real and imaginary parts, the comple
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from tnbayes._deprecation import DEPRECATED, REMOVED_IN, is_deprecated_default
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows, quantized_factor_sizes
 from tnbayes.basis.tensor_product import CLOSED_FORM_MIN_BASIS, FourierPolynomialFeatures
@@ -296,7 +298,7 @@ class QTKM(CPDModelBase):
         ranks = [int(self.rank)] if self.rank is not None else list(self._auto_ranks)
         self._fit_cpd(self.features_, X, y, ranks, engine_penalty, self._given_or_estimated_noise)
 
-    def weight_tensor(self, dim: int = 0) -> torch.Tensor:
+    def weight_tensor(self, dim: int | str = DEPRECATED) -> torch.Tensor:
         """The dense coefficient vector of one input's features for D = 1 models (the recovered spectrum).
 
         Contracts the K quantized cores into the length-M vector ``w`` with ``f(x) = Re(ψ(x)ᵀ w)/√M`` (``Re(ψ(x)ᵀ w)``
@@ -304,10 +306,18 @@ class QTKM(CPDModelBase):
         order of :func:`~tnbayes.basis.fourier_frequencies` (only defined for one input: for D > 1 the weights
         are a D-way tensor).
 
+        Parameters
+        ----------
+        dim : int
+            Deprecated and ignored (a one-input model has one coefficient vector); passing it warns (FutureWarning).
+
         Returns
         -------
         torch.Tensor of shape (M,)
         """
+        if not is_deprecated_default(dim):
+            warnings.warn(f"QTKM.weight_tensor: the argument dim is ignored and will be removed in tnbayes {REMOVED_IN}; "
+                          f"call weight_tensor() without it.", FutureWarning, stacklevel=2)
         self._check_fitted("weight_tensor")
         if int(self.n_dims_) != 1:
             raise ValueError(f"weight_tensor needs a model with one input; this one has {self.n_dims_}.")
