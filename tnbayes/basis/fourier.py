@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._checks import _check_num_basis, _check_period
+from ._checks import check_num_basis, check_period
 
 __all__ = ["fourier_frequencies", "fourier_features", "check_in_period"]
 
@@ -25,7 +25,7 @@ def fourier_frequencies(num_basis: int) -> torch.Tensor:
     -------
     torch.Tensor of shape (M,), int64
     """
-    num_basis = _check_num_basis(num_basis)
+    num_basis = check_num_basis(num_basis)
     return torch.arange(num_basis) - num_basis // 2
 
 
@@ -69,6 +69,6 @@ def fourier_features(x: torch.Tensor, num_basis: int, period: float) -> torch.Te
     -------
     torch.Tensor of shape (n, M), complex (complex128 for float64 inputs)
     """
-    period = _check_period(period)
+    period = check_period(period)
     k = fourier_frequencies(num_basis).to(device=x.device, dtype=x.dtype)
     return torch.polar(torch.ones((), dtype=x.dtype, device=x.device), (2 * math.pi / period) * x.unsqueeze(-1) * k)

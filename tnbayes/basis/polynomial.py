@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import _check_num_basis
+from ._checks import check_num_basis
 
 __all__ = ["polynomial_features"]
 
@@ -26,5 +26,5 @@ def polynomial_features(x: torch.Tensor, num_basis: int) -> torch.Tensor:
     -------
     torch.Tensor of shape (n, M)
     """
-    powers = torch.arange(_check_num_basis(num_basis), dtype=x.dtype, device=x.device)
+    powers = torch.arange(check_num_basis(num_basis), dtype=x.dtype, device=x.device)
     return x.unsqueeze(-1) ** powers

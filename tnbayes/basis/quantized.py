@@ -31,7 +31,7 @@ import torch
 
 from tnbayes.tensors.shapes import prime_factors
 
-from ._checks import _check_num_basis, _check_period
+from ._checks import check_num_basis, check_period
 from .fourier import check_in_period, fourier_features, fourier_frequencies  # noqa: F401 - their old home
 from .polynomial import polynomial_features  # noqa: F401 - its old home
 
@@ -49,7 +49,7 @@ FEATURE_KINDS = ("fourier", "polynomial")
 
 def quantized_factor_sizes(num_basis: int) -> list[int]:
     """Factor sizes ``q_1 ≤ … ≤ q_K`` with ``Π q_m = M`` (the sorted prime factorisation; all 2 for M = 2^K)."""
-    return prime_factors(_check_num_basis(num_basis))
+    return prime_factors(check_num_basis(num_basis))
 
 
 def quantized_factors(x: torch.Tensor, num_basis: int, kind: str = "fourier", period: float | None = None
@@ -102,7 +102,7 @@ def quantized_factor(x: torch.Tensor, num_basis: int, index: int, kind: str = "f
         return x.unsqueeze(-1) ** digits
     if period is None:
         raise ValueError("Fourier features need a period P.")
-    period = _check_period(period)
+    period = check_period(period)
     phases = (2 * math.pi / period) * x.unsqueeze(-1) * (digits - (num_basis // 2) / len(sizes))
     return torch.polar(torch.ones((), dtype=x.dtype, device=x.device), phases)
 

@@ -1,6 +1,8 @@
 """Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form
 and the cost models that fit them into a time budget."""
 
+from tnbayes._moved_names import moved_names_getattr as _moved_names_getattr
+
 from .als import CPDALS, PENALTY_FORMS
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
@@ -26,27 +28,13 @@ __all__ = [
 ]
 
 
-#: public names that moved to another axis (tnbayes 0.2) → the module that holds them now; the old import path warns
-#: for two releases
-_MOVED = {
-    **dict.fromkeys(("BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures", "TensorProductFeatures"),
-                    "tnbayes.basis"),
-    **dict.fromkeys(("cpd_predict", "design_matrix", "mode_projections", "product_except"), "tnbayes.tensors"),
-    "StreamedRows": "tnbayes.data",
-}
-
-
-def __getattr__(name: str):
-    if name == "REGULARIZERS":
-        from . import als
-
-        return als.__getattr__(name)  # warns: renamed PENALTY_FORMS
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        home = _MOVED[name]
-        warnings.warn(f"tnbayes.inference.{name} moved to {home}.{name} in tnbayes 0.2; import it from there "
-                      "(the old path will be removed in 0.4).", FutureWarning, stacklevel=2)
-        return getattr(importlib.import_module(home), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: public names that moved to another axis, or were renamed, in tnbayes 0.2 → (new module, new name); the old
+#: spelling warns for two releases
+__getattr__ = _moved_names_getattr(__name__, {
+    **{name: ("tnbayes.basis", name) for name in ("BasisFeatures", "FourierPolynomialFeatures", "PeriodMixtureFeatures",
+                                                  "TensorProductFeatures")},
+    **{name: ("tnbayes.tensors", name) for name in ("cpd_predict", "design_matrix", "mode_projections",
+                                                    "product_except")},
+    "StreamedRows": ("tnbayes.data", "StreamedRows"),
+    "REGULARIZERS": ("tnbayes.inference.als", "PENALTY_FORMS"),
+})

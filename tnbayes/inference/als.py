@@ -45,6 +45,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
+from tnbayes._moved_names import moved_names_getattr
 from tnbayes._validation import available_memory_bytes
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows
@@ -59,13 +60,7 @@ __all__ = ["CPDALS", "PENALTY_FORMS"]
 #: the values of ``penalty_form``: λ‖W‖² exactly, or only the diagonal of each core's penalty matrix
 PENALTY_FORMS = ("full", "diagonal")
 
-
-def __getattr__(name: str):
-    if name == "REGULARIZERS":  # renamed in 0.2: "regularization" no longer names three things
-        warnings.warn(f"tnbayes.inference.als.REGULARIZERS was renamed PENALTY_FORMS in tnbayes {RENAMED_IN} (it will "
-                      f"be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return PENALTY_FORMS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names_getattr(__name__, {"REGULARIZERS": (__name__, "PENALTY_FORMS")})  # renamed in 0.2
 
 
 class CPDALS(InputGroupingMixin):

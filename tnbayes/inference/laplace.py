@@ -32,16 +32,12 @@ def conditional_core_variance(features: TensorProductFeatures, factors: Sequence
 
     Parameters
     ----------
-    features : TensorProductFeatures
-    factors : sequence of K tensors of shape (M_k, R)
-        The fitted cores (the others define a_d).
     mode : int
-        The core d whose conditional posterior is used.
+        The core d whose conditional posterior is used (the other cores define a_d).
     cholesky : torch.Tensor of shape (M_d R, M_d R)
         Lower Cholesky factor of S_d.
-    X : torch.Tensor of shape (n, D)
-    component_weights : torch.Tensor of shape (P,), optional
-    chunk_size : int
+    features, factors, X, component_weights, chunk_size
+        As in :func:`summed_core_variances`.
 
     Returns
     -------
@@ -65,13 +61,16 @@ def summed_core_variances(features: TensorProductFeatures, factors: Sequence[tor
     ----------
     features : TensorProductFeatures
     factors : sequence of K tensors of shape (M_k, R)
+        The fitted cores.
     modes : sequence of int
         The cores d whose conditional posteriors are summed.
     choleskys : sequence of torch.Tensor of shape (M_d R, M_d R)
         Lower Cholesky factor of S_d for each entry of ``modes``.
     X : torch.Tensor of shape (n, D)
     component_weights : torch.Tensor of shape (P,), optional
+        Mixture coefficients c_p (default ones).
     chunk_size : int
+        Rows per chunk.
 
     Returns
     -------

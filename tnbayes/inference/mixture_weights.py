@@ -34,19 +34,14 @@ import torch
 from scipy.optimize import brentq, nnls
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
+from tnbayes._moved_names import moved_names_getattr
 
 __all__ = ["MIXTURE_PENALTIES", "MixtureWeightSolution", "mixture_weight_objective", "solve_mixture_weights"]
 
 #: the values of ``mixture_penalty`` (FL's ``mixture_penalty`` adds "none": no λ update)
 MIXTURE_PENALTIES = ("l1", "l2", "fixed_norm")
 
-
-def __getattr__(name: str):
-    if name == "REGULARIZATIONS":  # renamed in 0.2: "regularization" no longer names three things
-        warnings.warn(f"tnbayes.inference.mixture_weights.REGULARIZATIONS was renamed MIXTURE_PENALTIES in tnbayes "
-                      f"{RENAMED_IN} (it will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return MIXTURE_PENALTIES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names_getattr(__name__, {"REGULARIZATIONS": (__name__, "MIXTURE_PENALTIES")})  # renamed in 0.2
 
 
 def _renamed_arguments(function: str, mixture_penalty: str, mixture_penalty_strength: float, regularization: str,

@@ -11,10 +11,13 @@ kept as ``factors_`` of shape (Σ_k M_k, R), stacked row-wise in mode order.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
@@ -25,6 +28,7 @@ from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fi
 from tnbayes.models.base import BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
+from tnbayes.selection.input_box import check_out_of_box_policy
 from tnbayes.tensors import cpd_predict, design_matrix
 
 __all__ = ["CPDModelBase", "UNCERTAINTY_METHODS", "NOISE_ESTIMATES", "AUTO_RANK_TOLERANCE", "NOISE_LOWER_BOUND",
@@ -85,6 +89,28 @@ class CPDModelBase(BaseModel):
     _given_or_estimated_noise: float | None = None
     #: the constructor parameter that sets the sweep budget (named by the ConvergenceWarning)
     _sweep_budget_parameter: str = "max_sweeps"
+
+    def _keep_parameters(self, arguments: dict[str, Any]) -> None:
+        """Store a subclass's constructor arguments (its ``__init__``'s ``locals()``) as attributes of the same names,
+        unchanged, as scikit-learn's estimator contract asks (one place instead of one line per parameter)."""
+        for name in self._param_names():
+            if name in arguments:
+                setattr(self, name, arguments[name])
+
+    def _check_shared_parameters(self) -> None:
+        """The checks of the parameters every CPD model has: ``rank``, ``uncertainty``, ``out_of_box``, ``tol`` and
+        ``chunk_size`` (errors that say what is allowed)."""
+        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
+                                      or int(self.rank) < 1):
+            raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
+        if self.uncertainty not in UNCERTAINTY_METHODS:
+            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
+        check_out_of_box_policy(self.out_of_box)
+        if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
+            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
+        if self.chunk_size is not None and (isinstance(self.chunk_size, bool) or int(self.chunk_size) != self.chunk_size
+                                            or int(self.chunk_size) < 1):
+            raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {self.chunk_size!r}.")
 
     def _features(self) -> TensorProductFeatures:  # pragma: no cover - abstract
         """The fitted feature map, rebuilt from the fitted attributes (``features_`` is not saved)."""

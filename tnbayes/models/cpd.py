@@ -12,7 +12,6 @@ Laplace-type approximation around it (:mod:`tnbayes.inference.laplace`).
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -41,7 +40,6 @@ from tnbayes.models._cpd_base import AUTO_RANK_TOLERANCE, UNCERTAINTY_METHODS, C
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import check_noise_estimate
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
-from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["CPDKernelMachine", "CPDKernelClassifier", "UNCERTAINTY_METHODS"]
 
@@ -217,47 +215,15 @@ class CPDKernelMachine(CPDModelBase):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False, regularizer: str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.rank = rank
-        self.num_basis = num_basis
-        self.kernel = kernel
-        self.nu = nu
-        self.lengthscale = lengthscale
-        self.penalty = penalty
-        self.outputscale = outputscale
-        self.noise_variance = noise_variance
-        self.c = c
-        self.penalty_form = penalty_form
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.uncertainty = uncertainty
-        self.noise_estimate = noise_estimate
-        self.hyper_max_points = hyper_max_points
-        self.time_budget = time_budget
-        self.max_num_basis = max_num_basis
-        self.ard = ard
-        self.out_of_box = out_of_box
-        self.chunk_size = chunk_size
-        self.seed = seed
-        self.distributed = distributed
-        self.regularizer = regularizer
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self, num_dims: int) -> None:
-        if self.chunk_size is not None and (isinstance(self.chunk_size, bool) or int(self.chunk_size) != self.chunk_size
-                                            or int(self.chunk_size) < 1):
-            raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {self.chunk_size!r}.")
-        if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
-            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
-        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
-                                      or int(self.rank) < 1):
-            raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
+        self._check_shared_parameters()
         resolve_kernel(self.kernel, self.nu)
         if self.penalty_form not in PENALTY_FORMS:
             raise ValueError(f"penalty_form must be one of {PENALTY_FORMS}; got {self.penalty_form!r}.")
-        check_out_of_box_policy(self.out_of_box)
         check_time_budget(self.time_budget)
-        if self.uncertainty not in UNCERTAINTY_METHODS:
-            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
         check_noise_estimate(self.noise_estimate)
         if self.num_basis is not None and (int(self.num_basis) != self.num_basis or int(self.num_basis) < 1):
             raise ValueError(f"num_basis must be a positive integer; got {self.num_basis!r}.")

@@ -22,13 +22,14 @@ import numpy as np
 import torch
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN
+from tnbayes._moved_names import moved_names_getattr
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
+from tnbayes.basis._checks import check_num_basis
 from tnbayes.inference.mixture_weights import MIXTURE_PENALTIES, mixture_weight_objective, solve_mixture_weights
-from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
+from tnbayes.models._cpd_base import CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.tensors import random_cpd
-from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "DEFAULT_PENALTY", "cross_validate_period"]
 
@@ -41,8 +42,6 @@ FL_MIXTURE_PENALTIES = MIXTURE_PENALTIES + ("none",)
 DEFAULT_PENALTY = 1e-6
 #: the paper's α, for its raw features (``normalize_features=False``)
 PAPER_PENALTY = 0.01
-#: module constants renamed in 0.2 (with ``alpha`` → ``penalty``); the old names warn
-_RENAMED_CONSTANTS = {"DEFAULT_ALPHA": "DEFAULT_PENALTY", "PAPER_ALPHA": "PAPER_PENALTY"}
 #: size of the random part of each column of the initial cores when they start from the mean feature (relative)
 INITIAL_PERTURBATION = 0.3
 #: FISTA budget per λ update (warm-started; the L1 result is then polished exactly on its support, and a step
@@ -165,39 +164,14 @@ class FeatureLearningKM(CPDModelBase):
                  verbose: bool = False, alpha: float | str | None = DEPRECATED, beta: float | str = DEPRECATED,
                  regularization: str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.rank = rank
-        self.num_basis = num_basis
-        self.periods = periods
-        self.penalty = penalty
-        self.mixture_penalty_strength = mixture_penalty_strength
-        self.mixture_penalty = mixture_penalty
-        self.nonnegative = nonnegative
-        self.epochs = epochs
-        self.initial_weights = initial_weights
-        self.quantized = quantized
-        self.normalize_features = normalize_features
-        self.noise_variance = noise_variance
-        self.tol = tol
-        self.uncertainty = uncertainty
-        self.out_of_box = out_of_box
-        self.chunk_size = chunk_size
-        self.seed = seed
-        self.alpha = alpha
-        self.beta = beta
-        self.regularization = regularization
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         if self.mixture_penalty not in FL_MIXTURE_PENALTIES:
             raise ValueError(f"mixture_penalty must be one of {FL_MIXTURE_PENALTIES}; got {self.mixture_penalty!r}.")
-        if self.uncertainty not in UNCERTAINTY_METHODS:
-            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
-        check_out_of_box_policy(self.out_of_box)
-        if isinstance(self.num_basis, bool) or int(self.num_basis) != self.num_basis or int(self.num_basis) < 2:
-            raise ValueError(f"num_basis must be an integer >= 2; got {self.num_basis!r}.")
-        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
-                                      or int(self.rank) < 1):
-            raise ValueError(f"rank must be a positive integer (or None to choose it from N); got {self.rank!r}.")
+        check_num_basis(self.num_basis)
+        self._check_shared_parameters()
         periods = list(self.periods) if self.periods is not None else []
         if not periods or any(not math.isfinite(float(p)) or float(p) < 1.0 for p in periods):
             raise ValueError(f"periods must be a non-empty sequence of numbers >= 1 (inputs span a unit range); "
@@ -213,8 +187,6 @@ class FeatureLearningKM(CPDModelBase):
             raise ValueError(f"noise_variance must be a finite number > 0; got {self.noise_variance!r}.")
         if isinstance(self.epochs, bool) or int(self.epochs) != self.epochs or int(self.epochs) < 1:
             raise ValueError(f"epochs must be a positive integer; got {self.epochs!r}.")
-        if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
-            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
         if isinstance(self.initial_weights, str):
             if self.initial_weights not in ("uniform", "ones"):
                 raise ValueError(f"initial_weights must be 'uniform', 'ones' or P numbers; got {self.initial_weights!r}.")
@@ -406,14 +378,9 @@ class FeatureLearningKM(CPDModelBase):
 FLModel = FeatureLearningKM
 
 
-def __getattr__(name: str):
-    if name in _RENAMED_CONSTANTS:
-        new = _RENAMED_CONSTANTS[name]
-        warnings.warn(f"tnbayes.models.fl.{name} was renamed {new} in tnbayes {RENAMED_IN} (it will be removed in "
-                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+#: module constants renamed in 0.2 (with ``alpha`` → ``penalty``); the old names warn
+__getattr__ = moved_names_getattr(__name__, {"DEFAULT_ALPHA": (__name__, "DEFAULT_PENALTY"),
+                                             "PAPER_ALPHA": (__name__, "PAPER_PENALTY")})
 
 def cross_validate_period(X: ArrayLike, y: ArrayLike, periods: Sequence[float] = DEFAULT_FL_PERIODS, *,
                           folds: int = 3, repeats: int = 2, seed: int = 0,

@@ -22,16 +22,16 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, is_deprecated_default
 from tnbayes._sizes import check_fits_in_memory
+from tnbayes.basis._checks import check_num_basis
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows, quantized_factor_sizes
 from tnbayes.basis.tensor_product import CLOSED_FORM_MIN_BASIS, FourierPolynomialFeatures
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import check_time_budget
-from tnbayes.models._cpd_base import UNCERTAINTY_METHODS, CPDModelBase
+from tnbayes.models._cpd_base import CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import check_noise_estimate
 from tnbayes.selection.cross_validation import (  # noqa: F401 - public here since the first release
@@ -41,7 +41,6 @@ from tnbayes.selection.cross_validation import (  # noqa: F401 - public here sin
     KRRSelection,
     select_krr_hyperparameters,
 )
-from tnbayes.selection.input_box import check_out_of_box_policy
 
 __all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "PAPER_PENALTY_GRID",
            "DEFAULT_PERIOD_GRID"]
@@ -86,12 +85,8 @@ class QTKM(CPDModelBase):
     hyper_max_points : int
         Subsample size of the cross-validation.
     time_budget : float or None
-        Seconds the fit should take (default 60). With ``rank=None`` a larger rank is tried only while its
-        predicted fit time — the last rank's seconds scaled by (R'/R)², plus the refit of ``noise_estimate=
-        "held_out"`` — ends within the budget (:func:`~tnbayes.inference.budget.next_rank_fits_budget`);
-        ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. A fit that ends past 1.5
-        times the budget warns (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to pass.
-        None: no budget.
+        Seconds the fit should take (default 60; None: no budget): with ``rank=None`` a larger rank is tried only
+        while its predicted fit ends within the budget, as in :class:`~tnbayes.CPDKernelMachine`.
     cv_folds : int
         Folds of the cross-validation (the paper uses 3).
     penalty_grid, period_grid : sequence of float, optional
@@ -168,41 +163,14 @@ class QTKM(CPDModelBase):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.rank = rank
-        self.num_basis = num_basis
-        self.feature_map = feature_map
-        self.period = period
-        self.penalty = penalty
-        self.penalty_per_sample = penalty_per_sample
-        self.quantized = quantized
-        self.normalize_features = normalize_features
-        self.noise_variance = noise_variance
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.uncertainty = uncertainty
-        self.noise_estimate = noise_estimate
-        self.hyper_max_points = hyper_max_points
-        self.time_budget = time_budget
-        self.cv_folds = cv_folds
-        self.penalty_grid = penalty_grid
-        self.period_grid = period_grid
-        self.out_of_box = out_of_box
-        self.chunk_size = chunk_size
-        self.seed = seed
-        self.distributed = distributed
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         if self.feature_map not in FEATURE_KINDS:
             raise ValueError(f"feature_map must be one of {FEATURE_KINDS}; got {self.feature_map!r}.")
-        if isinstance(self.num_basis, bool) or int(self.num_basis) != self.num_basis or int(self.num_basis) < 2:
-            raise ValueError(f"num_basis must be an integer >= 2; got {self.num_basis!r}.")
-        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
-                                      or int(self.rank) < 1):
-            raise ValueError(f"rank must be a positive integer (or None to choose it from the data); got {self.rank!r}.")
-        if self.uncertainty not in UNCERTAINTY_METHODS:
-            raise ValueError(f"uncertainty must be one of {UNCERTAINTY_METHODS}; got {self.uncertainty!r}.")
-        check_out_of_box_policy(self.out_of_box)
+        check_num_basis(self.num_basis)
+        self._check_shared_parameters()
         check_time_budget(self.time_budget)
         check_noise_estimate(self.noise_estimate)
         if self.period is not None and (not math.isfinite(float(self.period)) or float(self.period) < 1.0):
@@ -214,8 +182,6 @@ class QTKM(CPDModelBase):
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
         if int(self.max_sweeps) < 1 or int(self.hyper_max_points) < 6 or int(self.cv_folds) < 2:
             raise ValueError("max_sweeps must be >= 1, hyper_max_points >= 6 and cv_folds >= 2.")
-        if not math.isfinite(float(self.tol)) or float(self.tol) < 0:
-            raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
         if self.period_grid is not None and any(float(p) < 1.0 for p in self.period_grid):
             raise ValueError(f"every period in period_grid must be >= 1; got {list(self.period_grid)!r}.")
 
