@@ -15,6 +15,14 @@ from .als import (
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .laplace import conditional_core_variance, summed_core_variances
+from .weight_space import (
+    BayesianRidgePosterior,
+    WeightSpaceStatistics,
+    accumulate_statistics,
+    bayesian_ridge,
+    neg_log_marginal_likelihood,
+    weight_posterior,
+)
 
 __all__ = [
     "CPDALS",
@@ -37,6 +45,12 @@ __all__ = [
     "plan_within_budget",
     "product_except",
     "solve_spd",
+    "BayesianRidgePosterior",
+    "WeightSpaceStatistics",
+    "accumulate_statistics",
+    "bayesian_ridge",
+    "neg_log_marginal_likelihood",
+    "weight_posterior",
 ]
 
 

@@ -33,6 +33,9 @@ import torch
 from torch import nn
 
 from tnbayes._sizes import check_fits_in_memory
+from tnbayes.inference.weight_space import BayesianRidgePosterior as LastLayerPosterior  # noqa: F401
+from tnbayes.inference.weight_space import accumulate_statistics
+from tnbayes.inference.weight_space import bayesian_ridge as bayesian_last_layer
 from tnbayes._validation import ArrayLike, check_feature_names, check_inputs
 from tnbayes.models._classifier import ClassifierContract, as_class_labels
 from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
@@ -303,88 +306,6 @@ def _single_cpu_thread(device: torch.device):
         torch.set_num_threads(threads)
 
 
-@dataclass
-class LastLayerPosterior:
-    """Gaussian posterior over output weights, in the eigenbasis of ZᵀZ.
-
-    Attributes
-    ----------
-    mean : torch.Tensor of shape (s,)
-    eigenvectors : torch.Tensor of shape (s, s)
-        V of ZᵀZ = V diag(e) Vᵀ.
-    covariance_eigenvalues : torch.Tensor of shape (s,)
-        1 / (α + e/σ²): the posterior covariance is V diag(·) Vᵀ.
-    prior_variance : float
-        σ_w² = 1/α.
-    noise_variance : float
-        σ².
-    log_marginal_likelihood : float
-    iterations : int
-    """
-
-    mean: torch.Tensor
-    eigenvectors: torch.Tensor
-    covariance_eigenvalues: torch.Tensor
-    prior_variance: float
-    noise_variance: float
-    log_marginal_likelihood: float
-    iterations: int
-
-
-def bayesian_last_layer(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: int, *,
-                        max_iter: int = 500, tol: float = 1e-10) -> LastLayerPosterior:
-    """Bayesian linear regression y = Zβ + ε, β ~ N(0, I/α), ε ~ N(0, σ²) with α and σ² by evidence maximisation.
-
-    MacKay's fixed point (as scikit-learn's ``BayesianRidge``), in the eigenbasis of ZᵀZ so each iteration
-    costs O(s): γ = Σ e_i/(σ²α + e_i), α = γ/‖m‖², σ² = ‖y − Zm‖²/(n − γ).
-
-    Parameters
-    ----------
-    gram : torch.Tensor of shape (s, s)
-        ZᵀZ.
-    projection : torch.Tensor of shape (s,)
-        Zᵀy.
-    yy : float
-        yᵀy.
-    n : int
-        Number of rows of Z.
-    max_iter : int
-    tol : float
-        Relative change of α and σ² below which the iteration stops.
-
-    Returns
-    -------
-    LastLayerPosterior
-    """
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    e = eigenvalues.clamp_min(0.0)
-    q = eigenvectors.T @ projection
-    s = e.shape[0]
-    noise_precision = n / max(yy, 1e-300)  # 1/var(y) for centred y
-    prior_precision = 1.0
-    iterations = 0
-    for iterations in range(1, int(max_iter) + 1):
-        shrunk = noise_precision * e + prior_precision
-        mean = noise_precision * q / shrunk
-        gamma = float((noise_precision * e / shrunk).sum())
-        rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 1e-300 * max(yy, 1.0))
-        new_prior = gamma / max(float(mean @ mean), 1e-300)
-        new_noise = max(n - gamma, 1e-12) / rss
-        change = max(abs(new_prior - prior_precision) / prior_precision,
-                     abs(new_noise - noise_precision) / noise_precision)
-        prior_precision, noise_precision = new_prior, new_noise
-        if change < tol:
-            break
-    shrunk = noise_precision * e + prior_precision
-    mean = noise_precision * q / shrunk
-    rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 0.0)
-    log_evidence = 0.5 * (s * math.log(prior_precision) + n * math.log(noise_precision)
-                          - noise_precision * rss - prior_precision * float(mean @ mean)
-                          - float(torch.log(shrunk).sum()) - n * math.log(2 * math.pi))
-    return LastLayerPosterior(eigenvectors @ mean, eigenvectors, 1.0 / shrunk, 1.0 / prior_precision,
-                              1.0 / noise_precision, log_evidence, iterations)
-
-
 class _RFFNetBase(BaseModel):
     """Parameters, training and relevances shared by :class:`RFFNet` and :class:`RFFNetClassifier`."""
 
@@ -632,14 +553,8 @@ class RFFNet(_RFFNetBase):
         if self.last_layer_mean not in LAST_LAYER_MEANS:
             raise ValueError(f"last_layer_mean must be one of {LAST_LAYER_MEANS}; got {self.last_layer_mean!r}.")
         self._train(X, y.unsqueeze(-1), 1, "squared_error")
-        s = self.num_features_
-        gram = torch.zeros(s, s, dtype=X.dtype, device=X.device)
-        projection = torch.zeros(s, dtype=X.dtype, device=X.device)
-        for start in range(0, X.shape[0], 8192):
-            z = rff_features(X[start:start + 8192], self.relevances_, self.frequencies_, self.phases_)
-            gram.addmm_(z.T, z)
-            projection.addmv_(z.T, y[start:start + 8192])
-        posterior = bayesian_last_layer(gram, projection, float(y @ y), X.shape[0])
+        stats = accumulate_statistics(self._features, X, y, 8192)
+        posterior = bayesian_last_layer(stats.gram, stats.rhs, float(stats.yy), stats.n)
         self.weight_mean_ = posterior.mean
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues

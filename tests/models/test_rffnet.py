@@ -10,7 +10,6 @@ import torch
 import tnbayes
 from tnbayes.models.rffnet import (
     RFFNetModule,
-    bayesian_last_layer,
     default_num_features,
     loss_and_output_gradient,
     train_block_proximal_adam,
@@ -105,24 +104,6 @@ def test_early_stopping_restores_a_copy_of_the_best_state():
         restored = float(torch.nn.functional.mse_loss(module(Xt[250:]), yt[250:]))
     assert restored == pytest.approx(min(log.validation_losses), rel=1e-12)
     assert restored < log.validation_losses[-1]
-
-
-def test_bayesian_last_layer_matches_scikit_learn_bayesian_ridge():
-    from sklearn.linear_model import BayesianRidge
-
-    rng = np.random.default_rng(5)
-    Z = rng.standard_normal((200, 30)) / 4
-    y = Z @ rng.standard_normal(30) + 0.3 * rng.standard_normal(200)
-    Zt, yt = torch.tensor(Z), torch.tensor(y)
-    post = bayesian_last_layer(Zt.T @ Zt, Zt.T @ yt, float(yt @ yt), 200)
-    reference = BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=10_000, alpha_1=0, alpha_2=0, lambda_1=0,
-                              lambda_2=0, compute_score=True).fit(Z, y)
-    assert post.noise_variance == pytest.approx(1 / reference.alpha_, rel=1e-6)
-    assert post.prior_variance == pytest.approx(1 / reference.lambda_, rel=1e-6)
-    np.testing.assert_allclose(post.mean.numpy(), reference.coef_, rtol=1e-6, atol=1e-9)
-    covariance = post.eigenvectors @ torch.diag(post.covariance_eigenvalues) @ post.eigenvectors.T
-    np.testing.assert_allclose(covariance.numpy(), reference.sigma_, rtol=1e-6, atol=1e-12)
-    assert post.log_marginal_likelihood == pytest.approx(reference.scores_[-1], rel=1e-6)
 
 
 def test_posterior_is_the_last_layers_gaussian():
