@@ -1,27 +1,16 @@
-"""RFFNet: closed-form gradients, the block proximal Adam step, early stopping, the Bayesian last layer."""
+"""RFFNet and RFFNetClassifier: the Bayesian last layer, relevances, calibration, persistence and bad parameters.
 
-import copy
-import math
+The engines have their own tests: tests/basis/test_random_fourier.py (the features),
+tests/inference/test_proximal_adam.py (the training), tests/inference/test_weight_space.py (the last layer)."""
 
 import numpy as np
 import pytest
 import torch
 
 import tnbayes
-from tnbayes.models.rffnet import (
-    RFFNetModule,
-    default_num_features,
-    loss_and_output_gradient,
-    train_block_proximal_adam,
-)
-
-
-def _module(p=5, s=40, outputs=1, seed=0, relevance=0.3):
-    generator = torch.Generator().manual_seed(seed)
-    module = RFFNetModule(p, s, outputs, initial_relevance=relevance, generator=generator, dtype=torch.float64)
-    with torch.no_grad():
-        module.relevances.add_(0.2 * torch.randn(p, generator=generator, dtype=torch.float64))
-    return module
+from tnbayes.basis.random_fourier import RFFNetModule
+from tnbayes.inference import weight_space
+from tnbayes.models import rffnet
 
 
 def _regression_data(n=400, p=5, seed=0):
@@ -31,79 +20,9 @@ def _regression_data(n=400, p=5, seed=0):
     return X, y
 
 
-def test_default_number_of_features_is_the_papers():
-    assert default_num_features(50_000) == int(math.sqrt(50_000) * math.log(50_000)) == 2419
-    assert default_num_features(10) == 16  # the floor for tiny n
-
-
-@pytest.mark.parametrize("loss", ["squared_error", "cross_entropy"])
-def test_output_gradient_equals_autograd(loss):
-    generator = torch.Generator().manual_seed(1)
-    output = torch.randn(7, 3, dtype=torch.float64, generator=generator, requires_grad=True)
-    if loss == "squared_error":
-        target = torch.randn(7, 3, dtype=torch.float64, generator=generator)
-        reference = torch.nn.functional.mse_loss(output, target)
-    else:
-        target = torch.randint(0, 3, (7,), generator=generator)
-        reference = torch.nn.functional.cross_entropy(output, target)
-    value, gradient = loss_and_output_gradient(output.detach(), target, loss)
-    reference.backward()
-    assert float(value) == pytest.approx(float(reference.detach()), rel=1e-12)
-    torch.testing.assert_close(gradient, output.grad, rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize("schedule", ["batch", "epoch"])
-def test_training_step_is_algorithm_1_with_autograd(schedule):
-    """One epoch of the closed-form trainer = Adam on β, prox β/(1 + 2μ·lr), Adam on λ at the new β (autograd)."""
-    X = torch.randn(24, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    y = torch.randn(24, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    lr, mu = 1e-2, 0.05
-    ours = _module()
-    reference = copy.deepcopy(ours)
-    train_block_proximal_adam(ours, X, y, "squared_error", learning_rate=lr, penalty=mu, batch_size=8,
-                              max_epochs=1, schedule=schedule, generator=torch.Generator().manual_seed(4))
-    order = torch.randperm(24, generator=torch.Generator().manual_seed(4))
-    batches = list(order.split(8))
-    weight_opt = torch.optim.Adam([reference.output.weight], lr=lr)
-    relevance_opt = torch.optim.Adam([reference.relevances], lr=lr)
-
-    def weight_step(rows):
-        weight_opt.zero_grad()
-        torch.nn.functional.mse_loss(reference(X[rows]), y[rows]).backward()
-        weight_opt.step()
-        with torch.no_grad():
-            reference.output.weight /= 1 + 2 * mu * lr
-
-    def relevance_step(rows):
-        relevance_opt.zero_grad()
-        torch.nn.functional.mse_loss(reference(X[rows]), y[rows]).backward()
-        relevance_opt.step()
-
-    if schedule == "batch":
-        for rows in batches:
-            weight_step(rows)
-            relevance_step(rows)
-    else:
-        for rows in batches:
-            weight_step(rows)
-        for rows in batches:
-            relevance_step(rows)
-    torch.testing.assert_close(ours.output.weight, reference.output.weight, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(ours.relevances, reference.relevances, rtol=1e-10, atol=1e-12)
-
-
-def test_early_stopping_restores_a_copy_of_the_best_state():
-    X, y = _regression_data(300)
-    Xt, yt = torch.tensor(X), torch.tensor(y).unsqueeze(-1)
-    module = _module(relevance=0.0)
-    # a large step size makes the validation loss noisy, so the best epoch is not the last
-    log = train_block_proximal_adam(module, Xt[:250], yt[:250], learning_rate=0.2, max_epochs=25, patience=25,
-                                    X_val=Xt[250:], y_val=yt[250:], generator=torch.Generator().manual_seed(0))
-    assert log.epochs == 25 and log.best_epoch < 24
-    with torch.no_grad():
-        restored = float(torch.nn.functional.mse_loss(module(Xt[250:]), yt[250:]))
-    assert restored == pytest.approx(min(log.validation_losses), rel=1e-12)
-    assert restored < log.validation_losses[-1]
+def test_old_import_paths_are_the_moved_objects():
+    assert rffnet.RFFNetModule is RFFNetModule and rffnet.bayesian_last_layer is weight_space.bayesian_ridge
+    assert rffnet.LastLayerPosterior is weight_space.BayesianRidgePosterior
 
 
 def test_posterior_is_the_last_layers_gaussian():
@@ -134,6 +53,22 @@ def test_fit_recovers_relevant_inputs_and_is_calibrated():
     network = np.sqrt(np.mean((model.predict_network(Xte) - yte) ** 2))
     assert network < 0.3
     assert model.best_epoch_ < model.epochs_ and len(model.validation_losses_) == model.epochs_
+
+
+def test_plot_relevances_draws_the_scaled_or_raw_relevances():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    X, y = _regression_data(100)
+    model = tnbayes.RFFNet(num_features=20, max_epochs=2).fit(X, y)
+    for scaled, values, label in ((True, model.scaled_relevances_, "scaled |λ|"),
+                                  (False, model.relevances_.numpy(), "λ")):
+        ax = model.plot_relevances(scaled=scaled)
+        np.testing.assert_allclose(ax.containers[0].markerline.get_ydata(), values)
+        assert ax.get_ylabel() == label and ax.get_title() == "RFFNet relevances"
+        plt.close(ax.figure)
 
 
 def test_classifier_on_rings_finds_the_two_relevant_inputs():

@@ -15,6 +15,7 @@ from .als import (
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .laplace import conditional_core_variance, summed_core_variances
+from .proximal_adam import TrainingLog, train_block_proximal_adam
 from .weight_space import (
     BayesianRidgePosterior,
     WeightSpaceStatistics,
@@ -51,6 +52,8 @@ __all__ = [
     "bayesian_ridge",
     "neg_log_marginal_likelihood",
     "weight_posterior",
+    "TrainingLog",
+    "train_block_proximal_adam",
 ]
 
 
