@@ -9,7 +9,7 @@ Inside ``[a, b]`` the cross-covariance ``k_u(x)`` *is* that Fourier basis, and `
                                     3 (ν=5/2: 2 cos + 1 sin)
 
 with, for variance σ² and λ = √(2ν)/ℓ (the closed forms of the paper / the authors' code
-``VFF/spectral_covariance.py``; every one is checked numerically in ``tests/test_basis.py`` by the
+``VFF/spectral_covariance.py``; every one is checked numerically in ``tests/basis/test_vff.py`` by the
 convergence of ``Q`` to the exact Matérn kernel):
 
 =====  =====================================================  ==========================================
