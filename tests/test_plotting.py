@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tnbayes import metrics  # noqa: E402
-from tnbayes.plotting import plot_calibration, plot_predictive_band  # noqa: E402
+from tnbayes.plotting import plot_calibration, plot_predictive_band, plot_relevances  # noqa: E402
 from tnbayes.posterior import GaussianPosterior  # noqa: E402
 
 
@@ -54,4 +54,15 @@ def test_predictive_band_takes_axis_labels():
     posterior, _ = _posterior_and_targets(20)
     ax = plot_predictive_band(np.linspace(0, 1, 20), posterior, xlabel="time [s]", ylabel="y [m]", title="band")
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("time [s]", "y [m]", "band")
+    plt.close(ax.figure)
+
+
+def test_relevances_stem_plot_labels_every_input_or_a_subset():
+    ax = plot_relevances(torch.tensor([0.1, 1.0, 0.0]), feature_names=["a", "b", "c"], title="ARD")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("input", "scaled |λ|", "ARD")
+    plt.close(ax.figure)
+    ax = plot_relevances(np.linspace(0, 1, 60), ylabel="λ")
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(j + 1) for j in range(0, 60, 2)]
+    assert ax.get_ylabel() == "λ"
     plt.close(ax.figure)

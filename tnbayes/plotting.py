@@ -1,4 +1,4 @@
-"""The pictures people want from a Bayesian regressor: predictive bands and calibration curves.
+"""The pictures people want from a Bayesian regressor: predictive bands, calibration curves, relevances.
 
 All functions draw on a matplotlib ``Axes`` (created when not given) and return it; nothing here
 calls ``plt.show``. Import of matplotlib is deferred so that the package imports without a display.
@@ -14,7 +14,7 @@ from tnbayes import metrics
 from tnbayes._validation import ArrayLike, to_numpy
 from tnbayes.posterior import GaussianPosterior
 
-__all__ = ["plot_predictive_band", "plot_calibration", "save_figure"]
+__all__ = ["plot_predictive_band", "plot_calibration", "plot_relevances", "save_figure"]
 
 
 def _axes(ax: Any, figsize: tuple[float, float] = (6.0, 4.0)) -> Any:
@@ -158,6 +158,37 @@ def calibration_from_posterior(y_true: ArrayLike, posterior: Any) -> tuple[np.nd
     nominal, observed : ndarray of shape (19,)
     """
     return metrics.calibration_curve(y_true, posterior)
+
+
+def plot_relevances(values: ArrayLike, *, feature_names: Sequence[str] | None = None, ylabel: str = "scaled |λ|",
+                    title: str = "RFFNet relevances", ax: Any = None) -> Any:
+    """Stem plot of one relevance per input (e.g. :meth:`tnbayes.RFFNet.plot_relevances`).
+
+    Parameters
+    ----------
+    values : array-like of shape (p,)
+        The relevances, in the order of the inputs.
+    feature_names : sequence of str of length p, optional
+        Tick labels (default 1 … p); with more than 25 inputs every ⌈p/25⌉-th is shown, rotated.
+    ylabel, title : str
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    values = to_numpy(values).reshape(-1)
+    p = values.shape[0]
+    ax = _axes(ax, figsize=(max(4.0, 0.25 * p + 2.0), 3.0))
+    ax.stem(np.arange(p), values)
+    labels = list(feature_names) if feature_names is not None else [str(j + 1) for j in range(p)]
+    step = max(1, p // 25)
+    ax.set_xticks(np.arange(p)[::step])
+    ax.set_xticklabels(labels[::step], rotation=90 if p > 25 else 0)
+    ax.set_xlabel("input")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return ax
 
 
 def save_figure(ax: Any, path: str, dpi: int = 120) -> None:

@@ -127,13 +127,63 @@ def laplace_eigenfunctions(
     return torch.sin(shifted * omega.unsqueeze(-2)) / torch.sqrt(L).unsqueeze(-1).unsqueeze(-1)
 
 
-def _per_dim(value: float | Sequence[float] | np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):  # keep device (no host round trip for GPU kernels)
+def lengthscale_tensor(lengthscale: float | Sequence[float] | torch.Tensor, num_dims: int, *,
+                       dtype: torch.dtype | None = None, device: torch.device | str | None = None,
+                       what: str = "the basis") -> torch.Tensor:
+    """Lengthscales as a floating tensor of shape (..., D) or (..., 1), checked against the D input dimensions.
+
+    Parameters
+    ----------
+    lengthscale : float, sequence of length D, or torch.Tensor of shape (..., D) or (..., 1)
+        A tensor is kept as it is (and stays differentiable) unless it has integer values (then float64).
+    num_dims : int
+        D.
+    dtype, device
+        Of the result when ``lengthscale`` is not a tensor (default float64, CPU).
+    what : str
+        The basis, named in the error.
+
+    Returns
+    -------
+    torch.Tensor of shape (..., D) or (..., 1)
+    """
+    if isinstance(lengthscale, torch.Tensor):
+        ls = lengthscale
+    else:
+        ls = torch.as_tensor(lengthscale, dtype=dtype or torch.float64, device=device)
+    if not ls.dtype.is_floating_point:
+        ls = ls.to(torch.float64)
+    if ls.ndim == 0:
+        ls = ls.reshape(1)
+    if ls.shape[-1] not in (1, num_dims):
+        raise ValueError(
+            f"lengthscale has {ls.shape[-1]} values in its last dimension but {what} has "
+            f"{num_dims} input dimensions; pass one lengthscale or one per dimension."
+        )
+    return ls
+
+
+def per_dimension_tensor(value: float | Sequence[float] | np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
+    """A scalar or one value per input dimension as a float64 tensor of shape (D,) or (1,).
+
+    Parameters
+    ----------
+    value : float, sequence of float, numpy.ndarray or torch.Tensor (0-D or 1-D, not empty, finite)
+        A tensor keeps its device (no host round trip for GPU kernels) and is detached.
+    name : str
+        Named in the error.
+
+    Returns
+    -------
+    torch.Tensor of shape (D,) or (1,), float64
+    """
+    if isinstance(value, torch.Tensor):
         t = value.detach()
     else:
         t = torch.as_tensor(np.asarray(value, dtype=float))
-    if t.ndim > 1:
-        raise ValueError(f"{name} must be a scalar or a 1-D sequence with one value per input dimension; got shape {tuple(t.shape)}.")
+    if t.ndim > 1 or t.numel() == 0:
+        raise ValueError(f"{name} must be a scalar or a 1-D sequence with one value per input dimension; got shape "
+                         f"{tuple(t.shape)}.")
     t = t.reshape(-1).to(torch.float64)
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} must be finite; got {value!r}.")
@@ -190,8 +240,8 @@ class HilbertBasis:
     ) -> None:
         if isinstance(num_basis, bool) or not isinstance(num_basis, (int, np.integer)) or num_basis < 1:
             raise ValueError(f"num_basis must be a positive integer (M basis functions per dimension); got {num_basis!r}.")
-        L_t = _per_dim(L, "L")
-        center_t = _per_dim(center, "center")
+        L_t = per_dimension_tensor(L, "L")
+        center_t = per_dimension_tensor(center, "center")
         lengths = {n for n in (L_t.numel(), center_t.numel()) if n != 1}
         if num_dims is not None:
             lengths.add(int(num_dims))
@@ -236,7 +286,7 @@ class HilbertBasis:
         """
         Xt = check_inputs(X, name="X")
         center, half_range = data_center_and_half_range(Xt)
-        c_t = _per_dim(c, "c")
+        c_t = per_dimension_tensor(c, "c")
         if bool((c_t < 1).any()):
             raise ValueError(
                 f"Boundary factor c must be >= 1 (the box must contain the data); got {c_t.tolist()}. "
@@ -306,19 +356,7 @@ class HilbertBasis:
         torch.Tensor of shape (..., D, M)
         """
         resolve_kernel(kernel, nu)
-        if isinstance(lengthscale, torch.Tensor):
-            ls = lengthscale
-        else:
-            ls = torch.as_tensor(lengthscale, dtype=dtype or torch.float64, device=device)
-        if ls.ndim == 0:
-            ls = ls.reshape(1)
-        if ls.shape[-1] not in (1, self.num_dims):
-            raise ValueError(
-                f"lengthscale has {ls.shape[-1]} values in its last dimension but the basis has "
-                f"{self.num_dims} input dimensions; pass one lengthscale or one per dimension."
-            )
-        if not ls.dtype.is_floating_point:
-            ls = ls.to(torch.float64)
+        ls = lengthscale_tensor(lengthscale, self.num_dims, dtype=dtype, device=device)
         omega = self.sqrt_eigenvalues(dtype=ls.dtype, device=ls.device)  # (D, M)
         return sqrt_spectral_density(omega, ls.unsqueeze(-1), kernel, nu)
 

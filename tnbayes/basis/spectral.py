@@ -139,46 +139,22 @@ def _common(omega: float | torch.Tensor, lengthscale: float | torch.Tensor) -> t
     return omega_t.to(dtype), ls_t.to(dtype)
 
 
-def se_log_spectral_density(
-    omega: float | torch.Tensor, lengthscale: float | torch.Tensor
-) -> torch.Tensor:
-    """Log spectral density of the unit-variance 1-D squared-exponential kernel.
-
-    Parameters
-    ----------
-    omega : float or torch.Tensor of shape (...)
-        Angular frequencies ω.
-    lengthscale : float or torch.Tensor broadcastable with ``omega``
-        Lengthscale ℓ > 0.
-
-    Returns
-    -------
-    torch.Tensor of the broadcast shape
-        ``log S(ω) = ½ log(2π) + log ℓ - ω² ℓ² / 2``.
-    """
+def se_log_spectral_density(omega: float | torch.Tensor, lengthscale: float | torch.Tensor) -> torch.Tensor:
+    """Log spectral density of the unit-variance 1-D squared-exponential kernel,
+    ``log S(ω) = ½ log(2π) + log ℓ - ω² ℓ² / 2``, of the broadcast shape of ``omega`` (...) and ``lengthscale``
+    (see :func:`spectral_density` for the arguments)."""
     omega_t, ls = _common(omega, lengthscale)
     return 0.5 * math.log(2.0 * math.pi) + torch.log(ls) - 0.5 * (omega_t * ls) ** 2
 
 
-def matern_log_spectral_density(
-    omega: float | torch.Tensor, lengthscale: float | torch.Tensor, nu: float
-) -> torch.Tensor:
-    """Log spectral density of the unit-variance 1-D Matérn-ν kernel (any ν > 0).
+def matern_log_spectral_density(omega: float | torch.Tensor, lengthscale: float | torch.Tensor,
+                                nu: float) -> torch.Tensor:
+    """Log spectral density of the unit-variance 1-D Matérn-ν kernel (any ν > 0), of the broadcast shape of
+    ``omega`` (...) and ``lengthscale`` (see :func:`spectral_density` for the arguments)::
 
-    Parameters
-    ----------
-    omega : float or torch.Tensor of shape (...)
-        Angular frequencies ω.
-    lengthscale : float or torch.Tensor broadcastable with ``omega``
-        Lengthscale ℓ > 0.
-    nu : float
-        Smoothness ν > 0 (0.5, 1.5, 2.5 are the usual choices; any positive value works).
+        log S(ω) = log 2 + ½ log π + lgamma(ν+½) + ν log(2ν) - lgamma(ν) - 2ν log ℓ - (ν+½) log(2ν/ℓ² + ω²)
 
-    Returns
-    -------
-    torch.Tensor of the broadcast shape
-        ``log S(ω) = log 2 + ½ log π + lgamma(ν+½) + ν log(2ν) - lgamma(ν) - 2ν log ℓ
-        - (ν+½) log(2ν/ℓ² + ω²)``.
+    ``nu``, the smoothness ν > 0: 0.5, 1.5, 2.5 are the usual choices; any positive value works.
     """
     nu_f = float(nu)
     if not (math.isfinite(nu_f) and nu_f > 0):
@@ -197,13 +173,8 @@ def matern_log_spectral_density(
     return log_const - 2.0 * nu_f * log_ls - (nu_f + 0.5) * log_bracket
 
 
-def log_spectral_density(
-    omega: float | torch.Tensor,
-    lengthscale: float | torch.Tensor,
-    kernel: str = "se",
-    nu: float | None = None,
-    outputscale: float | torch.Tensor = 1.0,
-) -> torch.Tensor:
+def log_spectral_density(omega: float | torch.Tensor, lengthscale: float | torch.Tensor, kernel: str = "se",
+                         nu: float | None = None, outputscale: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Log spectral density ``log S(ω)`` of a named 1-D kernel; see :func:`spectral_density`."""
     family, nu_f = resolve_kernel(kernel, nu)
     if family == "se":
@@ -215,13 +186,8 @@ def log_spectral_density(
     return log_s
 
 
-def spectral_density(
-    omega: float | torch.Tensor,
-    lengthscale: float | torch.Tensor,
-    kernel: str = "se",
-    nu: float | None = None,
-    outputscale: float | torch.Tensor = 1.0,
-) -> torch.Tensor:
+def spectral_density(omega: float | torch.Tensor, lengthscale: float | torch.Tensor, kernel: str = "se",
+                     nu: float | None = None, outputscale: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Spectral density ``S(ω)`` of a 1-D stationary kernel (convention in the module docstring).
 
     Parameters
@@ -249,13 +215,8 @@ def spectral_density(
     return torch.exp(log_spectral_density(omega, lengthscale, kernel, nu, outputscale))
 
 
-def sqrt_spectral_density(
-    omega: float | torch.Tensor,
-    lengthscale: float | torch.Tensor,
-    kernel: str = "se",
-    nu: float | None = None,
-    outputscale: float | torch.Tensor = 1.0,
-) -> torch.Tensor:
+def sqrt_spectral_density(omega: float | torch.Tensor, lengthscale: float | torch.Tensor, kernel: str = "se",
+                          nu: float | None = None, outputscale: float | torch.Tensor = 1.0) -> torch.Tensor:
     """``√S(ω)``, computed as ``exp(½ log S)`` so that underflow gives 0 with a zero (not NaN) gradient.
 
     Shapes and arguments as in :func:`spectral_density`.

@@ -9,7 +9,7 @@ Inside ``[a, b]`` the cross-covariance ``k_u(x)`` *is* that Fourier basis, and `
                                     3 (ν=5/2: 2 cos + 1 sin)
 
 with, for variance σ² and λ = √(2ν)/ℓ (the closed forms of the paper / the authors' code
-``VFF/spectral_covariance.py``; every one is checked numerically in ``tests/test_basis.py`` by the
+``VFF/spectral_covariance.py``; every one is checked numerically in ``tests/basis/test_vff.py`` by the
 convergence of ``Q`` to the exact Matérn kernel):
 
 =====  =====================================================  ==========================================
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from .._validation import ArrayLike, check_inputs
-from .hilbert import check_in_box
+from .hilbert import check_in_box, lengthscale_tensor, per_dimension_tensor
 
 __all__ = ["VFF_SUPPORTED_NU", "VFFBasis", "vff_frequencies"]
 
@@ -72,16 +72,6 @@ def _check_nu(nu: float) -> float:
             f"basis (tnbayes.basis.HilbertBasis / HilbertKernel) for SE or other nu."
         )
     return nu_f
-
-
-def _as_dim_tensor(value: float | Sequence[float] | np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):  # keep device (no host round trip for GPU kernels)
-        t = value.detach().to(torch.float64)
-    else:
-        t = torch.as_tensor(np.asarray(value, dtype=float), dtype=torch.float64)
-    if t.ndim > 1 or not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} must be a finite scalar or 1-D sequence (one value per dimension); got {value!r}.")
-    return t.reshape(-1)
 
 
 class VFFBasis:
@@ -125,7 +115,7 @@ class VFFBasis:
     ) -> None:
         if isinstance(num_frequencies, bool) or not isinstance(num_frequencies, (int, np.integer)) or num_frequencies < 0:
             raise ValueError(f"num_frequencies must be a non-negative integer; got {num_frequencies!r}.")
-        a_t, b_t = _as_dim_tensor(a, "a"), _as_dim_tensor(b, "b")
+        a_t, b_t = per_dimension_tensor(a, "a"), per_dimension_tensor(b, "b")
         lengths = {n for n in (a_t.numel(), b_t.numel()) if n != 1}
         if num_dims is not None:
             lengths.add(int(num_dims))
@@ -305,19 +295,7 @@ class VFFBasis:
 
     # ------------------------------------------------------------------ helpers
     def _lengthscale(self, lengthscale, dtype, device) -> torch.Tensor:
-        if isinstance(lengthscale, torch.Tensor):
-            ls = lengthscale
-        else:
-            ls = torch.as_tensor(lengthscale, dtype=dtype or torch.float64, device=device)
-        if not ls.dtype.is_floating_point:
-            ls = ls.to(torch.float64)
-        if ls.ndim == 0:
-            ls = ls.reshape(1)
-        if ls.shape[-1] not in (1, self.num_dims):
-            raise ValueError(
-                f"lengthscale has {ls.shape[-1]} values in its last dimension but the VFF basis has "
-                f"{self.num_dims} input dimensions; pass one lengthscale or one per dimension."
-            )
+        ls = lengthscale_tensor(lengthscale, self.num_dims, dtype=dtype, device=device, what="the VFF basis")
         return ls.expand(*ls.shape[:-1], self.num_dims)
 
     def _as_input(self, X: ArrayLike | torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,16 @@ from .als import CPDALS, PENALTY_FORMS
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
 from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
 from .laplace import conditional_core_variance, summed_core_variances
+from .proximal_adam import TrainingLog, train_block_proximal_adam
 from .spd import CoreSystem, solve_spd
+from .weight_space import (
+    BayesianRidgePosterior,
+    WeightSpaceStatistics,
+    accumulate_statistics,
+    bayesian_ridge,
+    neg_log_marginal_likelihood,
+    weight_posterior,
+)
 
 __all__ = [
     "CPDALS",
@@ -25,6 +34,14 @@ __all__ = [
     "tt_kalman_seconds_per_row",
     "plan_within_budget",
     "solve_spd",
+    "BayesianRidgePosterior",
+    "WeightSpaceStatistics",
+    "accumulate_statistics",
+    "bayesian_ridge",
+    "neg_log_marginal_likelihood",
+    "weight_posterior",
+    "TrainingLog",
+    "train_block_proximal_adam",
 ]
 
 

@@ -68,16 +68,8 @@ class FeatureKernel(Kernel):
 
     # ------------------------------------------------------------------ to implement
     def per_dimension_features(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-dimension features with unit-variance weight prior.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., N, D)
-
-        Returns
-        -------
-        torch.Tensor of shape (..., D, N, M)
-        """
+        """Per-dimension features with unit-variance weight prior: shape (..., D, N, M) from ``x`` of shape
+        (..., N, D), broadcast over the kernel's batch shape (``k_d(x, x') = Z_d(x) Z_d(x')ᵀ``)."""
         raise NotImplementedError
 
     def num_features_per_dim(self) -> int:
@@ -119,6 +111,15 @@ class FeatureKernel(Kernel):
         if self.structure == "product":
             return product_features(per_dim, max_features=self.max_product_features)
         return additive_features(per_dim)
+
+    def _per_dimension_values(self, value: torch.Tensor, num_dims: int, name: str) -> torch.Tensor:
+        """A buffer with one value per input dimension, or one for all: as shape (D,), checked against D."""
+        if value.numel() == 1:
+            return value.expand(num_dims)
+        if value.numel() != num_dims:
+            raise ValueError(f"{type(self).__name__} has {value.numel()} values of {name} but the inputs have "
+                             f"{num_dims} columns.")
+        return value
 
     def _lengthscale_per_dim(self, num_dims: int) -> torch.Tensor:
         """``self.lengthscale`` of shape (*batch, 1, D or 1) as (*batch, D or 1), checked against D."""

@@ -8,19 +8,18 @@ import numpy as np
 import torch
 
 from ..basis.combine import DEFAULT_MAX_PRODUCT_FEATURES
-from ..basis.hilbert import HilbertBasis, check_in_box, laplace_eigenfunctions, laplace_sqrt_eigenvalues
+from ..basis.hilbert import (
+    HilbertBasis,
+    check_in_box,
+    laplace_eigenfunctions,
+    laplace_sqrt_eigenvalues,
+    per_dimension_tensor,
+)
 from ..basis.rules import check_hilbert_approximation
 from ..basis.spectral import kernel_name, resolve_kernel, sqrt_spectral_density
 from .base import FeatureKernel
 
 __all__ = ["HilbertKernel"]
-
-
-def _float_vector(value: float | Sequence[float] | torch.Tensor, name: str) -> torch.Tensor:
-    arr = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=float)
-    if arr.ndim > 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be a finite scalar or 1-D sequence (one value per input dimension); got {value!r}.")
-    return torch.as_tensor(arr.reshape(-1), dtype=torch.float64)
 
 
 class HilbertKernel(FeatureKernel):
@@ -107,13 +106,13 @@ class HilbertKernel(FeatureKernel):
         self.boundary_factor = None if c is None else float(c)
         if c is not None and not (np.isfinite(c) and c >= 1.0):
             raise ValueError(f"c must be >= 1 (the box must contain the data); got {c!r}. Use c >= 1.2.")
-        center_t = _float_vector(center, "center")
+        center_t = per_dimension_tensor(center, "center")
         if L is not None:
-            half_width = _float_vector(L, "L")
+            half_width = per_dimension_tensor(L, "L")
             if bool((half_width <= 0).any()):
                 raise ValueError(f"L must be positive; got {half_width.tolist()}.")
         elif half_range is not None:
-            S = _float_vector(half_range, "half_range")
+            S = per_dimension_tensor(half_range, "half_range")
             if bool((S <= 0).any()):
                 raise ValueError(f"half_range must be positive; got {S.tolist()}.")
             half_width = self.boundary_factor * S
@@ -184,22 +183,13 @@ class HilbertKernel(FeatureKernel):
         return ok
 
     def per_dimension_features(self, x: torch.Tensor) -> torch.Tensor:
-        """√S-weighted Laplace eigenfunctions.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., N, D)
-
-        Returns
-        -------
-        torch.Tensor of shape (..., D, N, M)
-            Broadcast over the kernel's batch shape; differentiable in the lengthscale and in ``x``.
-        """
+        """√S-weighted Laplace eigenfunctions → shape (..., D, N, M) from ``x`` of shape (..., N, D); differentiable
+        in the lengthscale and in ``x``."""
         D = x.shape[-1]
         if self.box_half_width.numel() == 0:
             self._set_box_from_data(x)
-        center = self._per_dim_buffer(self.box_center, D, "center").to(x)
-        half_width = self._per_dim_buffer(self.box_half_width, D, "L").to(x)
+        center = self._per_dimension_values(self.box_center, D, "center").to(x)
+        half_width = self._per_dimension_values(self.box_half_width, D, "L").to(x)
         check_in_box(x, center, half_width, what="HilbertKernel")
         phi = laplace_eigenfunctions(x, center, half_width, self.num_basis, check_domain=False)  # (..., D, N, M)
         omega = laplace_sqrt_eigenvalues(half_width, self.num_basis)  # (D, M)
@@ -208,17 +198,10 @@ class HilbertKernel(FeatureKernel):
         return phi * weights.unsqueeze(-2)
 
     # ------------------------------------------------------------------ internals
-    def _per_dim_buffer(self, value: torch.Tensor, D: int, name: str) -> torch.Tensor:
-        if value.numel() == 1:
-            return value.expand(D)
-        if value.numel() != D:
-            raise ValueError(f"HilbertKernel has {value.numel()} values of {name} but the inputs have {D} columns.")
-        return value
-
     @torch.no_grad()
     def _set_box_from_data(self, x: torch.Tensor) -> None:
         D = x.shape[-1]
-        center = self._per_dim_buffer(self.box_center, D, "center").to(x)
+        center = self._per_dimension_values(self.box_center, D, "center").to(x)
         S = (x.detach().reshape(-1, D) - center).abs().max(dim=0).values
         if bool((S <= 0).any()):
             raise ValueError(

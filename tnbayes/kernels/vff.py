@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from ..basis.combine import DEFAULT_MAX_PRODUCT_FEATURES
+from ..basis.hilbert import per_dimension_tensor
 from ..basis.vff import VFF_SUPPORTED_NU, VFFBasis
 from .base import FeatureKernel
-from .hilbert import _float_vector
 
 __all__ = ["VFFKernel"]
 
@@ -65,7 +65,7 @@ class VFFKernel(FeatureKernel):
         super().__init__(structure=structure, max_product_features=max_product_features, **kwargs)
         self.nu = float(nu)
         self.num_frequencies = int(num_frequencies)
-        a_t, b_t = _float_vector(a, "a"), _float_vector(b, "b")
+        a_t, b_t = per_dimension_tensor(a, "a"), per_dimension_tensor(b, "b")
         VFFBasis(0, a_t, b_t)  # validates a < b and matching lengths
         self.register_buffer("interval_lower", a_t)
         self.register_buffer("interval_upper", b_t)
@@ -83,21 +83,12 @@ class VFFKernel(FeatureKernel):
         return VFFBasis(self.num_frequencies, self.interval_lower, self.interval_upper, num_dims=num_dims)
 
     def per_dimension_features(self, x: torch.Tensor) -> torch.Tensor:
-        """VFF features ``Z`` with ``Z Zᵀ = Q`` per dimension.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., N, D)
-
-        Returns
-        -------
-        torch.Tensor of shape (..., D, N, 2M + 1)
-        """
+        """VFF features ``Z`` with ``Z Zᵀ = Q`` per dimension → shape (..., D, N, 2M + 1) from ``x`` of shape
+        (..., N, D)."""
         D = x.shape[-1]
-        for t, name in ((self.interval_lower, "a"), (self.interval_upper, "b")):
-            if t.numel() not in (1, D):
-                raise ValueError(f"VFFKernel has {t.numel()} values of {name} but the inputs have {D} columns.")
-        basis = VFFBasis(self.num_frequencies, self.interval_lower.expand(D), self.interval_upper.expand(D))
+        a = self._per_dimension_values(self.interval_lower, D, "a")
+        b = self._per_dimension_values(self.interval_upper, D, "b")
+        basis = VFFBasis(self.num_frequencies, a, b)
         return basis.features(x, self._lengthscale_per_dim(D).to(x), self.nu)
 
     def extra_repr(self) -> str:

@@ -1,39 +1,39 @@
-"""RFFNet (Otto & Izbicki): random Fourier features for ARD kernels with learned relevances.
+"""RFFNet (Otto & Izbicki): random Fourier features for ARD kernels with learned relevances — the estimators.
 
-The ARD Gaussian kernel ``k_λ(x, x') = exp(−½ Σ_j λ_j² (x_j − x'_j)²)`` is approximated by random Fourier
-features of the *unit* kernel evaluated at the scaled input λ∘x::
-
-    z(x) = √(2/s) cos(Ωᵀ(λ∘x) + b),   Ω ∈ R^{p×s} i.i.d. N(0, 1),  b ~ U[0, 2π)   (fixed)
-    g(x) = βᵀ z(x)
-
-and (β, λ) minimise ``(1/n) Σ ℓ(y_i, g(x_i)) + μ‖β‖²`` (ℓ squared error or cross-entropy) by block proximal
-Adam: an Adam step on β followed by the prox of μ‖·‖² (β ← β / (1 + 2μ·lr)), then an Adam step on λ at the
-new β. The paper alternates the two blocks per mini-batch, the authors' code per epoch (a full pass on β,
-then a full pass on λ); both are available (``schedule``). Training stops early on a validation split and
-restores a deep copy of the best state (the authors' code restores the *last* state: ``state_dict()``
-returns live references).
+The three axes: the basis is :mod:`tnbayes.basis.random_fourier` (``z(x) = √(2/s) cos(Ωᵀ(λ∘x) + b)`` with one
+learned relevance λ_j per input; :class:`~tnbayes.basis.random_fourier.RFFNetModule`, ``g(x) = βᵀ z(x)``); (β, λ)
+are trained by block proximal Adam on ``(1/n) Σ ℓ(y_i, g(x_i)) + μ‖β‖²`` (:mod:`tnbayes.inference.proximal_adam`,
+the paper's Algorithm 1, with early stopping on a validation split).
 
 Going beyond the paper, :class:`RFFNet` is a Bayesian regressor: given the learned features z(·), the output
 weights get a Gaussian prior N(0, σ_w² I) and Gaussian noise σ², both chosen by maximising the marginal
-likelihood (MacKay's fixed point in the eigenbasis of ZᵀZ, as scikit-learn's ``BayesianRidge``), and the
-closed-form Gaussian posterior over β gives ``posterior(X)`` with variance ``z(x)ᵀ Σ z(x) + σ²``.
+likelihood (MacKay's fixed point in the eigenbasis of ZᵀZ, as scikit-learn's ``BayesianRidge``:
+:func:`tnbayes.inference.weight_space.bayesian_ridge`), and the closed-form Gaussian posterior over β gives
+``posterior(X)`` with variance ``z(x)ᵀ Σ z(x) + σ²``. :class:`RFFNetClassifier` trains the same network with
+cross-entropy.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import math
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_feature_names, check_inputs
+from tnbayes.basis.random_fourier import MIN_FEATURES, RFFNetModule, default_num_features, rff_features  # noqa: F401
+from tnbayes.inference.proximal_adam import (  # noqa: F401 (public here before the split)
+    LOSSES,
+    SCHEDULES,
+    TrainingLog,
+    loss_and_output_gradient,
+    train_block_proximal_adam,
+)
+from tnbayes.inference.weight_space import BayesianRidgePosterior as LastLayerPosterior  # noqa: F401
+from tnbayes.inference.weight_space import accumulate_statistics
+from tnbayes.inference.weight_space import bayesian_ridge as bayesian_last_layer
 from tnbayes.models._classifier import ClassifierContract, as_class_labels
 from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
 from tnbayes.models.base import BaseModel
@@ -42,347 +42,7 @@ from tnbayes.models.registry import register_model
 __all__ = ["RFFNetModule", "RFFNet", "RFFNetClassifier", "TrainingLog", "train_block_proximal_adam",
            "default_num_features", "bayesian_last_layer"]
 
-SCHEDULES = ("batch", "epoch")
 LAST_LAYER_MEANS = ("bayes", "trained")
-#: fewest random features whatever n (the paper's ⌊√n ln n⌋ is tiny for small n)
-MIN_FEATURES = 16
-
-
-def default_num_features(n: int) -> int:
-    """The paper's ``s = ⌊√n ln n⌋`` random features for n training rows (at least :data:`MIN_FEATURES`)."""
-    return max(MIN_FEATURES, int(math.floor(math.sqrt(n) * math.log(max(n, 2)))))
-
-
-class RFFNetModule(nn.Module):
-    """RFFNet as a two-layer torch module: ARD random Fourier features, then a linear output without bias.
-
-    Parameters
-    ----------
-    num_inputs : int
-        p, the input dimension.
-    num_features : int
-        s, the number of random features.
-    num_outputs : int
-        1 for regression, the number of classes for classification.
-    initial_relevance : float
-        Initial value of every λ_j (the paper: 0).
-    generator : torch.Generator, optional
-        Source of Ω, b and the initial output weights.
-    dtype : torch.dtype
-
-    Attributes
-    ----------
-    relevances : torch.nn.Parameter of shape (p,)
-        λ, the ARD relevances (inverse length-scales; their sign is irrelevant).
-    frequencies : torch.Tensor of shape (p, s)
-        Ω (buffer).
-    phases : torch.Tensor of shape (s,)
-        b (buffer).
-    output : torch.nn.Linear
-        β, weight of shape (num_outputs, s).
-    """
-
-    def __init__(self, num_inputs: int, num_features: int, num_outputs: int = 1, *, initial_relevance: float = 0.0,
-                 generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32) -> None:
-        super().__init__()
-        self.relevances = nn.Parameter(torch.full((num_inputs,), float(initial_relevance), dtype=dtype))
-        self.register_buffer("frequencies", torch.randn(num_inputs, num_features, generator=generator, dtype=dtype))
-        self.register_buffer("phases", 2 * math.pi * torch.rand(num_features, generator=generator, dtype=dtype))
-        self.output = nn.Linear(num_features, num_outputs, bias=False, dtype=dtype)
-        bound = 1.0 / math.sqrt(num_features)  # nn.Linear's default initialisation, from our generator
-        with torch.no_grad():
-            self.output.weight.uniform_(-bound, bound, generator=generator)
-
-    @property
-    def num_features(self) -> int:
-        """s, the number of random features."""
-        return int(self.phases.shape[0])
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """``z(λ∘x)`` → shape (n, s) from x of shape (n, p)."""
-        return rff_features(x, self.relevances, self.frequencies, self.phases)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``βᵀ z(λ∘x)`` → shape (n, num_outputs)."""
-        return self.output(self.features(x))
-
-
-def rff_features(x: torch.Tensor, relevances: torch.Tensor, frequencies: torch.Tensor,
-                 phases: torch.Tensor) -> torch.Tensor:
-    """``√(2/s) cos((λ∘x) Ω + b)``.
-
-    Parameters
-    ----------
-    x : torch.Tensor of shape (n, p)
-    relevances : torch.Tensor of shape (p,)
-    frequencies : torch.Tensor of shape (p, s)
-    phases : torch.Tensor of shape (s,)
-
-    Returns
-    -------
-    torch.Tensor of shape (n, s)
-    """
-    s = phases.shape[0]
-    return math.sqrt(2.0 / s) * torch.cos((x * relevances) @ frequencies + phases)
-
-
-@dataclass
-class TrainingLog:
-    """What :func:`train_block_proximal_adam` did.
-
-    Attributes
-    ----------
-    validation_losses : list of float
-        Mean validation loss after every epoch (empty without a validation split).
-    training_losses : list of float
-        Mean mini-batch loss of every epoch's λ pass (the data term, without μ‖β‖²).
-    best_epoch : int
-        Epoch (0-based) whose state was restored; the last epoch without a validation split.
-    epochs : int
-        Epochs run.
-    seconds : float
-    """
-
-    validation_losses: list[float] = field(default_factory=list)
-    training_losses: list[float] = field(default_factory=list)
-    best_epoch: int = -1
-    epochs: int = 0
-    seconds: float = 0.0
-
-
-LOSSES = ("squared_error", "cross_entropy")
-
-
-def loss_and_output_gradient(output: torch.Tensor, target: torch.Tensor, loss: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean loss over the batch and its gradient with respect to the network output.
-
-    Parameters
-    ----------
-    output : torch.Tensor of shape (B, C)
-    target : torch.Tensor of shape (B, C) (squared error) or (B,) class indices (cross-entropy)
-    loss : {"squared_error", "cross_entropy"}
-        ``mean((output − target)²)`` over all B·C entries (torch's ``mse_loss``) or the mean softmax
-        cross-entropy (torch's ``cross_entropy``).
-
-    Returns
-    -------
-    value : torch.Tensor, scalar
-    gradient : torch.Tensor of shape (B, C)
-    """
-    if loss == "squared_error":
-        residual = output - target
-        return residual.square().mean(), (2.0 / residual.numel()) * residual
-    log_probabilities = torch.log_softmax(output, dim=-1)
-    value = -log_probabilities.gather(1, target.unsqueeze(1)).mean()
-    gradient = log_probabilities.exp()
-    gradient[torch.arange(output.shape[0], device=output.device), target] -= 1.0
-    return value, gradient / output.shape[0]
-
-
-def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Tensor, loss: str = "squared_error",
-                              *, learning_rate: float = 1e-2, penalty: float = 1e-4, batch_size: int = 32,
-                              max_epochs: int = 200, patience: int = 20, schedule: str = "batch",
-                              X_val: torch.Tensor | None = None, y_val: torch.Tensor | None = None,
-                              generator: torch.Generator | None = None, progress: bool = False) -> TrainingLog:
-    """Train RFFNet by block proximal Adam with early stopping (the paper's Algorithm 1).
-
-    Each block step: Adam on β with the gradient of the mean mini-batch loss, then β ← β / (1 + 2μ·lr) (the
-    prox of μ‖β‖² with step lr); Adam on λ with the gradient at the new β and the old λ. ``schedule="batch"``
-    alternates the two blocks on every mini-batch (the paper), ``"epoch"`` runs a full pass of β steps and
-    then a full pass of λ steps over the same shuffled batches (the authors' code). After every epoch the
-    validation loss is computed; the best state is deep-copied and restored at the end; training stops after
-    ``patience`` epochs without improvement.
-
-    The gradients are computed in closed form (the network has two layers), which lets the β and λ steps of a
-    mini-batch share one evaluation of cos and sin; ``tests/test_rffnet.py`` checks them against autograd.
-
-    Parameters
-    ----------
-    module : RFFNetModule
-        Trained in place.
-    X : torch.Tensor of shape (n, p)
-    y : torch.Tensor of shape (n, num_outputs) (squared error) or (n,) class indices (cross-entropy)
-    loss : {"squared_error", "cross_entropy"}
-    learning_rate, penalty, batch_size, max_epochs, patience : see :class:`RFFNet`
-    schedule : {"batch", "epoch"}
-    X_val, y_val : torch.Tensor, optional
-        Validation split for early stopping (none: run ``max_epochs`` and keep the last state).
-    generator : torch.Generator, optional
-        Shuffling.
-    progress : bool
-        Print the losses every 10 epochs.
-
-    Returns
-    -------
-    TrainingLog
-    """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}; got {schedule!r}.")
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}.")
-    start = time.perf_counter()
-    weight, relevances = module.output.weight, module.relevances
-    frequencies, phases = module.frequencies, module.phases
-    scale = math.sqrt(2.0 / module.num_features)
-    weight_optimizer = torch.optim.Adam([weight], lr=learning_rate)
-    relevance_optimizer = torch.optim.Adam([relevances], lr=learning_rate)
-    shrink = 1.0 + 2.0 * penalty * learning_rate
-    log = TrainingLog()
-
-    def angles(rows: torch.Tensor) -> torch.Tensor:
-        return (X[rows] * relevances) @ frequencies + phases  # (B, s)
-
-    def weight_step(z: torch.Tensor, rows: torch.Tensor) -> None:
-        _, gradient = loss_and_output_gradient(z @ weight.T, y[rows], loss)
-        weight.grad = gradient.T @ z
-        weight_optimizer.step()
-        weight.div_(shrink)
-
-    def relevance_step(u: torch.Tensor, z: torch.Tensor, rows: torch.Tensor) -> float:
-        value, gradient = loss_and_output_gradient(z @ weight.T, y[rows], loss)
-        d_angles = (gradient @ weight) * (-scale * torch.sin(u))  # ∂L/∂u, (B, s)
-        relevances.grad = (X[rows] * (d_angles @ frequencies.T)).sum(0)
-        relevance_optimizer.step()
-        return float(value)
-
-    n = X.shape[0]
-    best_loss, best_state, since_best = math.inf, None, 0
-    with _single_cpu_thread(X.device), torch.no_grad():
-        for epoch in range(int(max_epochs)):
-            order = torch.randperm(n, generator=generator).to(X.device)
-            batches = list(order.split(int(batch_size)))
-            total = 0.0
-            if schedule == "batch":
-                for rows in batches:
-                    u = angles(rows)
-                    z = scale * torch.cos(u)
-                    weight_step(z, rows)
-                    total += relevance_step(u, z, rows) * len(rows)
-            else:
-                for rows in batches:
-                    weight_step(scale * torch.cos(angles(rows)), rows)
-                for rows in batches:
-                    u = angles(rows)
-                    total += relevance_step(u, scale * torch.cos(u), rows) * len(rows)
-            log.training_losses.append(total / n)
-            log.epochs = epoch + 1
-            if not math.isfinite(log.training_losses[-1]):
-                raise FloatingPointError(
-                    f"RFFNet training diverged in epoch {epoch} (loss {log.training_losses[-1]}); lower "
-                    f"learning_rate (now {learning_rate:g}).")
-            if X_val is None:
-                log.best_epoch = epoch
-                continue
-            validation = float(loss_and_output_gradient(module(X_val), y_val, loss)[0])
-            log.validation_losses.append(validation)
-            if progress and epoch % 10 == 0:
-                print(f"epoch {epoch}: training loss {log.training_losses[-1]:.4g}, validation loss {validation:.4g}")
-            if validation < best_loss:
-                best_loss, since_best, log.best_epoch = validation, 0, epoch
-                best_state = copy.deepcopy(module.state_dict())  # a copy: state_dict() holds live references
-            else:
-                since_best += 1
-                if since_best >= int(patience):
-                    break
-    if best_state is not None:
-        module.load_state_dict(best_state)
-    log.seconds = time.perf_counter() - start
-    return log
-
-
-@contextlib.contextmanager
-def _single_cpu_thread(device: torch.device):
-    """Mini-batch steps are tiny (B × s): on CPU, extra threads only add synchronisation (10× slower on a busy
-    machine), so training runs on one thread and the caller's setting is restored afterwards."""
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-@dataclass
-class LastLayerPosterior:
-    """Gaussian posterior over output weights, in the eigenbasis of ZᵀZ.
-
-    Attributes
-    ----------
-    mean : torch.Tensor of shape (s,)
-    eigenvectors : torch.Tensor of shape (s, s)
-        V of ZᵀZ = V diag(e) Vᵀ.
-    covariance_eigenvalues : torch.Tensor of shape (s,)
-        1 / (α + e/σ²): the posterior covariance is V diag(·) Vᵀ.
-    prior_variance : float
-        σ_w² = 1/α.
-    noise_variance : float
-        σ².
-    log_marginal_likelihood : float
-    iterations : int
-    """
-
-    mean: torch.Tensor
-    eigenvectors: torch.Tensor
-    covariance_eigenvalues: torch.Tensor
-    prior_variance: float
-    noise_variance: float
-    log_marginal_likelihood: float
-    iterations: int
-
-
-def bayesian_last_layer(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: int, *,
-                        max_iter: int = 500, tol: float = 1e-10) -> LastLayerPosterior:
-    """Bayesian linear regression y = Zβ + ε, β ~ N(0, I/α), ε ~ N(0, σ²) with α and σ² by evidence maximisation.
-
-    MacKay's fixed point (as scikit-learn's ``BayesianRidge``), in the eigenbasis of ZᵀZ so each iteration
-    costs O(s): γ = Σ e_i/(σ²α + e_i), α = γ/‖m‖², σ² = ‖y − Zm‖²/(n − γ).
-
-    Parameters
-    ----------
-    gram : torch.Tensor of shape (s, s)
-        ZᵀZ.
-    projection : torch.Tensor of shape (s,)
-        Zᵀy.
-    yy : float
-        yᵀy.
-    n : int
-        Number of rows of Z.
-    max_iter : int
-    tol : float
-        Relative change of α and σ² below which the iteration stops.
-
-    Returns
-    -------
-    LastLayerPosterior
-    """
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    e = eigenvalues.clamp_min(0.0)
-    q = eigenvectors.T @ projection
-    s = e.shape[0]
-    noise_precision = n / max(yy, 1e-300)  # 1/var(y) for centred y
-    prior_precision = 1.0
-    iterations = 0
-    for iterations in range(1, int(max_iter) + 1):
-        shrunk = noise_precision * e + prior_precision
-        mean = noise_precision * q / shrunk
-        gamma = float((noise_precision * e / shrunk).sum())
-        rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 1e-300 * max(yy, 1.0))
-        new_prior = gamma / max(float(mean @ mean), 1e-300)
-        new_noise = max(n - gamma, 1e-12) / rss
-        change = max(abs(new_prior - prior_precision) / prior_precision,
-                     abs(new_noise - noise_precision) / noise_precision)
-        prior_precision, noise_precision = new_prior, new_noise
-        if change < tol:
-            break
-    shrunk = noise_precision * e + prior_precision
-    mean = noise_precision * q / shrunk
-    rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 0.0)
-    log_evidence = 0.5 * (s * math.log(prior_precision) + n * math.log(noise_precision)
-                          - noise_precision * rss - prior_precision * float(mean @ mean)
-                          - float(torch.log(shrunk).sum()) - n * math.log(2 * math.pi))
-    return LastLayerPosterior(eigenvectors @ mean, eigenvectors, 1.0 / shrunk, 1.0 / prior_precision,
-                              1.0 / noise_precision, log_evidence, iterations)
 
 
 class _RFFNetBase(BaseModel):
@@ -531,21 +191,11 @@ class _RFFNetBase(BaseModel):
         -------
         matplotlib Axes
         """
-        from tnbayes.plotting import _axes
+        from tnbayes.plotting import plot_relevances
 
         self._check_fitted("plot_relevances")
         values = self.scaled_relevances_ if scaled else self.relevances_.cpu().numpy()
-        p = values.shape[0]
-        ax = _axes(ax, figsize=(max(4.0, 0.25 * p + 2.0), 3.0))
-        ax.stem(np.arange(p), values)
-        labels = feature_names if feature_names is not None else [str(j + 1) for j in range(p)]
-        step = max(1, p // 25)
-        ax.set_xticks(np.arange(p)[::step])
-        ax.set_xticklabels(labels[::step], rotation=90 if p > 25 else 0)
-        ax.set_xlabel("input")
-        ax.set_ylabel("scaled |λ|" if scaled else "λ")
-        ax.set_title("RFFNet relevances")
-        return ax
+        return plot_relevances(values, feature_names=feature_names, ylabel="scaled |λ|" if scaled else "λ", ax=ax)
 
 
 class RFFNet(_RFFNetBase):
@@ -632,14 +282,8 @@ class RFFNet(_RFFNetBase):
         if self.last_layer_mean not in LAST_LAYER_MEANS:
             raise ValueError(f"last_layer_mean must be one of {LAST_LAYER_MEANS}; got {self.last_layer_mean!r}.")
         self._train(X, y.unsqueeze(-1), 1, "squared_error")
-        s = self.num_features_
-        gram = torch.zeros(s, s, dtype=X.dtype, device=X.device)
-        projection = torch.zeros(s, dtype=X.dtype, device=X.device)
-        for start in range(0, X.shape[0], 8192):
-            z = rff_features(X[start:start + 8192], self.relevances_, self.frequencies_, self.phases_)
-            gram.addmm_(z.T, z)
-            projection.addmv_(z.T, y[start:start + 8192])
-        posterior = bayesian_last_layer(gram, projection, float(y @ y), X.shape[0])
+        stats = accumulate_statistics(self._features, X, y, 8192)
+        posterior = bayesian_last_layer(stats.gram, stats.rhs, float(stats.yy), stats.n)
         self.weight_mean_ = posterior.mean
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues

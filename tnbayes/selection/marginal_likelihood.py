@@ -41,21 +41,10 @@ import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
-__all__ = [
-    "COLLAPSE_LOO_R2",
-    "LENGTHSCALE_PRIOR_SCALE",
-    "NOISE_PRIOR_LOCATION",
-    "NOISE_PRIOR_SCALE",
-    "MarginalLikelihoodFit",
-    "MarginalLikelihoodSettings",
-    "build_exact_gp",
-    "exact_gpytorch_settings",
-    "exact_log_marginal_likelihood",
-    "fit_marginal_likelihood",
-    "initial_lengthscale",
-    "leave_one_out_r2",
-    "lengthscale_prior_location",
-]
+__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
+           "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "exact_gpytorch_settings",
+           "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale", "leave_one_out_r2",
+           "lengthscale_prior_location"]
 
 #: standard deviation of the log-normal lengthscale prior (Hvarfner et al. 2024)
 LENGTHSCALE_PRIOR_SCALE = math.sqrt(3.0)

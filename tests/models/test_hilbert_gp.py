@@ -215,29 +215,3 @@ def test_hybrid_save_load_round_trip(tmp_path):
     mean_loaded, std_loaded = loaded.predict(Xt, return_std=True)
     np.testing.assert_array_equal(mean_loaded, mean)
     np.testing.assert_array_equal(std_loaded, std)
-
-
-def test_product_block_indices_and_closed_form_gradient():
-    from tnbayes.basis import indexed_product_features, product_features, top_product_indices
-    from tnbayes.models.hilbert_gp import _NegLogMarginalLikelihood
-
-    gen = torch.Generator().manual_seed(0)
-    per_dim = torch.randn(3, 7, 4, generator=gen, dtype=torch.float64)
-    grid = torch.cartesian_prod(torch.arange(4), torch.arange(4), torch.arange(4))
-    torch.testing.assert_close(indexed_product_features(per_dim, [0, 1, 2], grid), product_features(per_dim))
-    log_w = torch.randn(3, 5, generator=gen, dtype=torch.float64)
-    top = top_product_indices(log_w, 17)
-    everything = torch.cartesian_prod(torch.arange(5), torch.arange(5), torch.arange(5))
-    score = log_w[0, everything[:, 0]] + log_w[1, everything[:, 1]] + log_w[2, everything[:, 2]]
-    best = everything[torch.argsort(score, descending=True)[:17]]
-    assert set(map(tuple, top.tolist())) == set(map(tuple, best.tolist()))
-    steep = torch.tensor([[0.0, -1.0, -2.0], [0.0, -50.0, -100.0]])  # the second dimension is negligible
-    assert top_product_indices(steep, 9, min_log_ratio=10.0).tolist() == [[0, 0], [1, 0], [2, 0]]
-
-    Phi = torch.randn(40, 9, generator=gen, dtype=torch.float64)
-    y = torch.randn(40, generator=gen, dtype=torch.float64)
-    stats = {"gram": Phi.T @ Phi, "rhs": Phi.T @ y, "ones": Phi.sum(0), "sum_y": y.sum(), "yy": y @ y, "n": 40}
-    args = [torch.rand(9, generator=gen, dtype=torch.float64) + 0.1] + [torch.tensor(v, dtype=torch.float64)
-                                                                        for v in (1.3, 0.2, 0.3)]
-    args = [a.requires_grad_() for a in args]
-    assert torch.autograd.gradcheck(lambda *a: _NegLogMarginalLikelihood.apply(*a, stats), args)
