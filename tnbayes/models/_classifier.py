@@ -21,6 +21,7 @@ def as_class_labels(y: ArrayLike) -> np.ndarray:
     Parameters
     ----------
     y : array-like of shape (n_samples,)
+        Labels of any type scikit-learn takes for classes (integers, strings, booleans), not real numbers.
 
     Returns
     -------
