@@ -2,6 +2,8 @@
 
 Every generator returns a :class:`~tnbayes.datasets.Split` and is reproducible: the same
 arguments (including ``seed``) give bit-identical arrays.
+
+Datasets belong to no axis.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Two-class classification on top of a Gaussian regression model (LS-SVM / least-squares style)."""
+"""Two-class classification on top of a Gaussian regression model (LS-SVM / least-squares style).
+
+Part of the estimator contract (models/), not of an axis: any regressor becomes a classifier.
+"""
 
 from __future__ import annotations
 
