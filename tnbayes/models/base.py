@@ -37,7 +37,7 @@ from tnbayes._validation import (
     too_few_samples_message,
 )
 from tnbayes._version import __version__
-from tnbayes.data import ChunkedData, DataSummary, as_chunked, is_chunked, summarize
+from tnbayes.data import ChunkedData, as_chunked, is_chunked, summarize
 from tnbayes.distributed import check_distributed
 from tnbayes.inference.als import StreamedRows
 from tnbayes.models.registry import chunked_fit_models, model_class, register_model_class
@@ -46,6 +46,7 @@ from tnbayes.preprocessing import make_input_scaler, make_target_scaler
 from tnbayes.selection.input_box import apply_input_box, prediction_box
 
 __all__ = ["BaseModel", "NotFittedError", "ModelFileError", "load_model", "FORMAT_VERSION"]
+
 
 class NotFittedError(sklearn.exceptions.NotFittedError, RuntimeError):
     """Raised when a model is used before ``fit``.
