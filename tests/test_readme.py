@@ -70,7 +70,7 @@ def test_readme_python_blocks_run_offline(fresh_machine: Path) -> None:
 @pytest.mark.skipif(not (SHARED_DATA / "SHA256SUMS").is_file(), reason="shared data bundle not found")
 def test_readme_shell_lines_run_offline(fresh_machine: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from test_fetch import build_mirror
+    from tests.datasets.test_fetch import build_mirror
 
     lines = _shell_lines(README)
     assert any(line.startswith("tnbayes compare") for line in lines)

@@ -1,64 +1,18 @@
-"""tnbayes: tensor-network kernel machines as Bayesian regressors."""
+"""tnbayes: tensor-network kernel machines as Bayesian regressors.
 
-from tnbayes import basis, data, datasets, distributed, inference, kernels, metrics, tensors
+The public names: the estimators, :func:`load_model` and the model registry (all of :mod:`tnbayes.models`), the
+:class:`GaussianPosterior` they return, :func:`compare`, and the subpackages.
+"""
+
+from tnbayes import basis, data, datasets, distributed, inference, kernels, metrics, models, tensors
 from tnbayes._version import __version__
 from tnbayes.compare import compare
-from tnbayes.models import (
-    BaseModel,
-    CPDKernelClassifier,
-    CPDKernelMachine,
-    ExactGP,
-    FeatureLearningKM,
-    FLModel,
-    HilbertGP,
-    ModelFileError,
-    NotFittedError,
-    QTKM,
-    RFFNet,
-    RFFNetClassifier,
-    RFFNetModule,
-    TKM,
-    TNKF,
-    TNKFClassifier,
-    TTKalmanGP,
-    list_models,
-    load_model,
-    make_model,
-    register_model,
-)
+from tnbayes.models import *  # noqa: F403 - every name of tnbayes.models.__all__
 from tnbayes.posterior import GaussianPosterior
 
 __all__ = [
     "__version__",
-    "basis",
-    "inference",
-    "tensors",
-    "kernels",
-    "BaseModel",
-    "CPDKernelClassifier",
-    "CPDKernelMachine",
-    "ExactGP",
-    "FeatureLearningKM",
-    "FLModel",
-    "GaussianPosterior",
-    "HilbertGP",
-    "ModelFileError",
-    "NotFittedError",
-    "QTKM",
-    "RFFNet",
-    "RFFNetClassifier",
-    "RFFNetModule",
-    "TKM",
-    "TNKF",
-    "TNKFClassifier",
-    "TTKalmanGP",
-    "compare",
-    "data",
-    "datasets",
-    "distributed",
-    "list_models",
-    "load_model",
-    "make_model",
-    "metrics",
-    "register_model",
+    "basis", "data", "datasets", "distributed", "inference", "kernels", "metrics", "tensors",
+    "GaussianPosterior", "compare",
+    *models.__all__,
 ]

@@ -1,10 +1,17 @@
-"""Validation of tnbayes model files: every damaged or edited file gives one error, :class:`ModelFileError`.
+"""The tnbayes model file: its format, its JSON codec, writing it and reading it back into a model.
 
-A model file (see :mod:`tnbayes.models.base`) is read with ``torch.load(weights_only=True)``, so it never runs
-code; this module checks everything else before a model is built from it: that the file can be read at all, the
-payload's layout and types, the format version, a SHA-256 checksum of the payload (format version 2), and, once
+A model file is a single file written with ``torch.save`` holding only tensors, strings and numbers
+(format version 2): constructor arguments and scalar fitted attributes as JSON strings, tensors as tensors, and a
+SHA-256 checksum of all of it. It is read back with ``torch.load(weights_only=True)``, so loading a file never
+executes code from it, and everything else is checked before a model is built from it: that the file can be read
+at all, the payload's layout and types, the format version, the checksum, the stored parameters' types, and, once
 the model is built, that it predicts finite values at the centre of its training data (which catches tensors of
-the wrong shape for the stored parameters).
+the wrong shape for the stored parameters). Every damaged or edited file raises one error,
+:class:`ModelFileError`; version 1 files (no checksum) still load.
+
+:meth:`tnbayes.models.base.BaseModel.save` and :meth:`~tnbayes.models.base.BaseModel.load` call
+:func:`write_model_file`, :func:`read_model_file` and :func:`restore_model`; this module belongs to no axis (the
+estimator contract's persistence).
 """
 
 from __future__ import annotations
@@ -19,10 +26,23 @@ import typing
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["ModelFileError", "payload_checksum", "read_model_file", "check_param_types", "check_loaded_model"]
+from tnbayes._version import __version__
+from tnbayes.preprocessing import AffineScaler
 
+__all__ = ["ModelFileError", "FORMAT_NAME", "FORMAT_VERSION", "payload_checksum", "to_jsonable", "from_jsonable",
+           "write_model_file", "read_model_file", "restore_model", "check_param_types", "check_loaded_model"]
+
+#: the payload's ``format`` entry
+FORMAT_NAME = "tnbayes-model"
+#: 2: a SHA-256 checksum of the payload (version 1 files, without one, still load)
+FORMAT_VERSION = 2
+#: the dtypes a model file may name (``{"__dtype__": name}``); anything else is refused, never looked up on torch
+DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+               "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
+               "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 #: the payload's entries and their types (``checksum`` from format version 2 on)
 _LAYOUT: dict[str, type] = {"format": str, "format_version": int, "tnbayes_version": str, "class": str,
                             "params_json": str, "scalars_json": str, "scalers_json": str, "tensors": dict,
@@ -64,17 +84,141 @@ def payload_checksum(payload: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def read_model_file(path: str | os.PathLike, *, format_name: str, max_version: int, package_version: str
-                    ) -> dict[str, Any]:
+def to_jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data; tuples and dtypes are tagged so :func:`from_jsonable` restores them exactly.
+
+    Parameters
+    ----------
+    value : object
+        ``None``, a bool, number or string, a numpy scalar, an array or tensor (stored as nested lists), a torch
+        dtype or device, or a list, tuple or dict of those.
+
+    Returns
+    -------
+    object
+        JSON-serialisable data.
+
+    Raises
+    ------
+    TypeError
+        For any other type.
+    """
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return to_jsonable(value.tolist())
+    if isinstance(value, torch.dtype):
+        return {"__dtype__": str(value).replace("torch.", "")}
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, tuple):  # kept a tuple on load, so get_params round-trips exactly
+        return {"__tuple__": [to_jsonable(v) for v in value]}
+    if isinstance(value, list):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} as JSON")
+
+
+def from_jsonable(value: Any) -> Any:
+    """Undo :func:`to_jsonable`: tagged tuples and dtypes come back as tuples and ``torch.dtype``.
+
+    Parameters
+    ----------
+    value : object
+        Decoded JSON data.
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    ValueError
+        For a dtype name outside :data:`DTYPE_NAMES` (never looked up on torch).
+    """
+    if isinstance(value, dict):
+        if set(value) == {"__dtype__"}:
+            name = value["__dtype__"]
+            if not isinstance(name, str) or name not in DTYPE_NAMES:
+                raise ValueError(f"unknown dtype {name!r} (known: {sorted(DTYPE_NAMES)})")
+            return DTYPE_NAMES[name]
+        if set(value) == {"__tuple__"}:
+            return tuple(from_jsonable(v) for v in value["__tuple__"])
+        return {k: from_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_jsonable(v) for v in value]
+    return value
+
+
+def write_model_file(model: Any, path: str | os.PathLike) -> None:
+    """Write a fitted model's parameters and fitted state to ``path``.
+
+    The fitted state is every public attribute ending in ``_`` except the model's ``_transient_attributes``:
+    tensors as tensors, :class:`~tnbayes.preprocessing.AffineScaler` s as their configuration (JSON) and state
+    tensors, everything else as JSON; ``model._extra_state()`` adds tensors of the transient attributes.
+
+    Parameters
+    ----------
+    model : BaseModel
+        A fitted model.
+    path : str or path-like
+
+    Raises
+    ------
+    TypeError
+        For a fitted attribute that is neither a tensor, a scaler nor JSON-able (the message says how to keep it).
+    """
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    scalers: dict[str, dict] = {}
+    for name, value in vars(model).items():
+        if not name.endswith("_") or name.startswith("_") or name in model._transient_attributes:
+            continue
+        if isinstance(value, torch.Tensor):
+            tensors[name] = value.detach().cpu()
+        elif isinstance(value, AffineScaler):
+            scalers[name] = value.config()
+            for key, t in value.state().items():
+                tensors[f"{name}.{key}"] = t.detach().cpu()
+        else:
+            try:
+                scalars[name] = to_jsonable(value)
+            except TypeError as err:
+                raise TypeError(
+                    f"{type(model).__name__}.{name} cannot be saved ({err}); list it in "
+                    f"_transient_attributes and store it via _extra_state."
+                ) from None
+    payload = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "tnbayes_version": __version__,
+        "class": type(model).__name__,
+        "params_json": json.dumps(to_jsonable(model.get_params())),
+        "scalars_json": json.dumps(scalars),
+        "scalers_json": json.dumps(scalers),
+        "tensors": tensors,
+        "extra": {k: v.detach().cpu() for k, v in model._extra_state().items()},
+    }
+    payload["checksum"] = payload_checksum(payload)
+    torch.save(payload, os.fspath(path))
+
+
+def read_model_file(path: str | os.PathLike, *, format_name: str = FORMAT_NAME, max_version: int = FORMAT_VERSION,
+                    package_version: str = __version__) -> dict[str, Any]:
     """Read and check a model file's payload (never executes code from it).
 
     Parameters
     ----------
     path : str or path-like
     format_name : str
-        The expected ``format`` entry.
+        The expected ``format`` entry (:data:`FORMAT_NAME`).
     max_version : int
-        The newest format version this tnbayes reads.
+        The newest format version this tnbayes reads (:data:`FORMAT_VERSION`).
     package_version : str
         This tnbayes's version (for the upgrade hint).
 
@@ -248,3 +392,69 @@ def check_loaded_model(path: str | os.PathLike, model: Any) -> None:
                                    f"({type(err).__name__}: {str(err)[:200]}).") from None
     if not bool(torch.isfinite(values.to(torch.float64)).all()):
         raise ModelFileError(path, "the stored state predicts non-finite values.")
+
+
+def restore_model(path: str | os.PathLike, payload: dict[str, Any], model_cls: type, *,
+                  device: str | torch.device | None = None) -> Any:
+    """Build a ``model_cls`` from a payload checked by :func:`read_model_file` and restore its fitted state.
+
+    Parameters
+    ----------
+    path : str or path-like
+        For the messages.
+    payload : dict
+        What :func:`read_model_file` returned.
+    model_cls : type
+        The model class the file names.
+    device : str or torch.device, optional
+        Override the stored device.
+
+    Returns
+    -------
+    BaseModel
+        The fitted model, checked by :func:`check_loaded_model`.
+
+    Raises
+    ------
+    ModelFileError
+        For invalid parameters, a state that cannot be restored or does not fit the parameters.
+    RuntimeError
+        For a stored CUDA device where CUDA is unavailable (the fix is ``load(..., device=...)``).
+    """
+    try:
+        params = from_jsonable(payload["params"])
+        check_param_types(path, model_cls, params)
+        if device is not None:
+            params["device"] = str(device)
+        model = model_cls(**params)
+        model.dtype_  # noqa: B018 - the stored dtype and device must be valid
+        target_device = model.device_
+        # the checks fit runs first, where a tnbayes model defines them without arguments (scikit-learn's own
+        # BaseEstimator._validate_params, which needs _parameter_constraints, is not one of them)
+        validate = getattr(model, "_validate_params", None)
+        if (callable(validate) and getattr(validate, "__module__", "").startswith("tnbayes.")
+                and not inspect.signature(validate).parameters):
+            validate()
+    except (RuntimeError, ModelFileError):  # RuntimeError: CUDA unavailable here; the fix is load(..., device=)
+        raise
+    except Exception as err:  # noqa: BLE001 - an edited parameter, whatever it breaks
+        raise ModelFileError(path, f"its parameters are invalid ({err}).") from None
+    try:
+        tensors = payload["tensors"]
+        for name, config in payload["scalers"].items():
+            state = {k.split(".", 1)[1]: v.to(target_device) for k, v in tensors.items()
+                     if k.startswith(name + ".")}
+            setattr(model, name, AffineScaler.from_state(config, state))
+        for name, value in tensors.items():
+            if "." not in name:
+                setattr(model, name, value.to(target_device))
+        for name, value in from_jsonable(payload["scalars"]).items():
+            setattr(model, name, value)
+        model._after_load({k: v.to(target_device) for k, v in payload["extra"].items()})
+    except Exception as err:  # noqa: BLE001
+        raise ModelFileError(path, f"its fitted state cannot be restored ({type(err).__name__}: "
+                                   f"{str(err)[:200]}).") from None
+    if not model.is_fitted:
+        raise ModelFileError(path, "it holds no fitted model (n_features_in_ is missing).")
+    check_loaded_model(path, model)
+    return model

@@ -4,6 +4,8 @@ Every estimator estimates the bytes of its largest object from its parameters an
 :func:`check_fits_in_memory` at the start of ``fit``, before any hyper-parameter search or allocation, so a huge
 ``num_basis`` or rank fails at once with the GiB it would need instead of after minutes of work or with the
 allocator's message.
+
+It belongs to no axis: every estimator calls it, whatever its basis, format and inference.
 """
 
 from __future__ import annotations

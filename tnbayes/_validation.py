@@ -1,7 +1,9 @@
-"""Input validation shared by every estimator, kernel and metric.
+"""Input validation shared by every estimator, kernel and metric: the package's one validation place.
 
 All user-facing entry points funnel arrays through these helpers so that bad input gets one
-consistent, explanatory error instead of silent garbage further down.
+consistent, explanatory error instead of silent garbage further down. Estimators, kernels and bases take
+torch tensors (:func:`check_inputs`, :func:`check_targets`, :func:`check_X_y`); :mod:`tnbayes.metrics` takes
+float64 numpy arrays (:func:`check_values`, :func:`check_same_shape`, :func:`check_level`). It belongs to no axis.
 """
 
 from __future__ import annotations
@@ -97,18 +99,40 @@ def _object_array_as_float(arr: np.ndarray, name: str) -> np.ndarray:
         raise ValueError(f"{name} has dtype object with entries that are not numbers ({err}); {advice}") from None
 
 
-def _check_finite(t: torch.Tensor, name: str) -> None:
-    bad = ~torch.isfinite(t)
-    if bool(bad.any()):
-        n_bad = int(bad.sum())
-        first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
-        kind = "NaN" if bool(torch.isnan(t).any()) else "inf"
-        keep = (f"the rows where np.isfinite({name}).all(axis=1) holds" if t.ndim == 2
+def check_finite(values: torch.Tensor | np.ndarray, name: str, *, remedy: str | None = None) -> None:
+    """Raise when a tensor or array holds NaN or infinite values, saying how many and where the first is.
+
+    Parameters
+    ----------
+    values : torch.Tensor or numpy.ndarray of any shape
+    name : str
+        Name used in the message.
+    remedy : str, optional
+        The message's last sentence (what to do); by default it advises keeping the finite rows or entries.
+
+    Raises
+    ------
+    ValueError
+        If any value is not finite.
+    """
+    ops = torch if isinstance(values, torch.Tensor) else np
+    bad = ~ops.isfinite(values)
+    if not bool(bad.any()):
+        return
+    first = tuple(int(i) for i in ops.argwhere(bad)[0].tolist())
+    kind = "NaN" if bool(ops.isnan(values).any()) else "inf"
+    if remedy is None:
+        keep = (f"the rows where np.isfinite({name}).all(axis=1) holds" if values.ndim == 2
                 else f"the entries where np.isfinite({name}) holds")
-        raise ValueError(
-            f"{name} contains {n_bad} non-finite value(s) ({kind}), first at index {first}. "
-            f"Remove or impute the missing values first (e.g. keep only {keep})."
-        )
+        remedy = f"Remove or impute the missing values first (e.g. keep only {keep})."
+    raise ValueError(f"{name} contains {int(bad.sum())} non-finite value(s) ({kind}), first at index {first}. {remedy}")
+
+
+def _as_finite(t: torch.Tensor, name: str, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """``t`` on ``dtype`` and ``device``, checked for NaN and inf (the last step of every array check)."""
+    t = t.to(dtype=dtype, device=device)
+    check_finite(t, name)
+    return t
 
 
 def check_inputs(
@@ -162,14 +186,10 @@ def check_inputs(
     if t.shape[1] == 0:
         raise ValueError(f"{name} has no columns: found array with 0 feature(s) (shape={tuple(t.shape)}) while a "
                          f"minimum of 1 is required.")
-    if n_features is not None and t.shape[1] != n_features:
-        raise ValueError(  # scikit-learn's wording ("X has 3 features, but M is expecting 2 features as input")
-            f"{name} has {t.shape[1]} features, but {model_name} is expecting {n_features} features as input "
-            f"(it was fitted with {n_features}). Pass inputs with the same columns as in fit."
-        )
-    t = t.to(dtype=dtype, device=device)
-    _check_finite(t, name)
-    return t
+    if n_features is not None and t.shape[1] != n_features:  # scikit-learn's wording ("X has 3 features, but M …")
+        raise ValueError(f"{name} has {t.shape[1]} features, but {model_name} is expecting {n_features} features "
+                         f"as input (it was fitted with {n_features}). Pass inputs with the same columns as in fit.")
+    return _as_finite(t, name, dtype, device)
 
 
 def check_targets(
@@ -208,13 +228,9 @@ def check_targets(
     if t.shape[0] == 0:
         raise ValueError(f"{name} is empty (0 samples); at least one target is required.")
     if n_samples is not None and t.shape[0] != n_samples:
-        raise ValueError(
-            f"X and {name} have inconsistent numbers of samples: X has {n_samples} rows, "
-            f"{name} has {t.shape[0]} entries."
-        )
-    t = t.to(dtype=dtype, device=device)
-    _check_finite(t, name)
-    return t
+        raise ValueError(f"X and {name} have inconsistent numbers of samples: X has {n_samples} rows, {name} has "
+                         f"{t.shape[0]} entries.")
+    return _as_finite(t, name, dtype, device)
 
 
 def check_X_y(
@@ -275,6 +291,119 @@ def check_positive(value: float, name: str, *, allow_zero: bool = False) -> floa
     if not ok:
         need = "non-negative" if allow_zero else "positive"
         raise ValueError(f"{name} must be a finite {need} number; got {value!r}.")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------- metric inputs
+#: the advice of every non-finite-value error about predictions and targets given to a metric
+_METRIC_REMEDY = "Remove or impute those points before computing metrics."
+
+
+def as_float64_array(a: ArrayLike, name: str) -> np.ndarray:
+    """``a`` as a real float64 numpy array (not yet checked for emptiness or finiteness).
+
+    Parameters
+    ----------
+    a : array-like of any shape
+        A numpy array, torch tensor (any device and floating dtype), pandas object or nested list of numbers.
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray of the same shape, float64
+
+    Raises
+    ------
+    ValueError
+        For complex, non-numeric or ragged data, or a callable (e.g. an uncalled ``mean`` method).
+    """
+    if isinstance(a, torch.Tensor):
+        if a.is_complex():
+            raise ValueError(f"{name} is complex; real-valued data are required.")
+        return a.detach().to(device="cpu", dtype=torch.float64).numpy()
+    if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
+        a = a.to_numpy()
+    if callable(a):
+        raise ValueError(
+            f"{name} is a callable ({type(a).__name__}), not an array. If it came from an object "
+            f"whose `mean`/`stddev` are methods, call them first and pass the resulting arrays."
+        )
+    try:
+        arr = np.asarray(a)
+    except (TypeError, ValueError) as err:  # ragged nested lists etc.
+        raise ValueError(f"{name} could not be converted to a numeric array: {err}") from err
+    if arr.dtype.kind not in "biuf":
+        kind = "complex" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
+        raise ValueError(
+            f"{name} has {kind}; real numeric data are required "
+            f"(convert with np.asarray({name}, dtype=float))."
+        )
+    return arr.astype(np.float64, copy=False)
+
+
+def check_values(a: ArrayLike, name: str) -> np.ndarray:
+    """Predictions or targets given to a metric, converted by :func:`as_float64_array` (same arguments and
+    result), and refused with a ``ValueError`` when they are empty or hold NaN or inf values."""
+    arr = as_float64_array(a, name)
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape}); at least one value is required.")
+    check_finite(arr, name, remedy=_METRIC_REMEDY)
+    return arr
+
+
+def check_same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
+    """Raise unless two arrays of per-point values have the same shape.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray
+    name_a, name_b : str
+        Their names in the message.
+
+    Raises
+    ------
+    ValueError
+        Naming both shapes, with a hint to flatten when they hold the same number of values.
+    """
+    if a.shape != b.shape:
+        hint = ""
+        if a.size == b.size:
+            hint = " Flatten both with .ravel() / .reshape(-1) if they hold the same points."
+        raise ValueError(
+            f"{name_a} has shape {a.shape} but {name_b} has shape {b.shape}; they must match "
+            f"(one value per test point).{hint}"
+        )
+
+
+def check_level(level: float, name: str = "level") -> float:
+    """A probability strictly between 0 and 1 (an interval's nominal coverage) as a float.
+
+    Parameters
+    ----------
+    level : float
+    name : str
+        Name used in the message.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For a non-number, NaN, or a value outside (0, 1); a percentage such as 95 gets a "did you mean 0.95" hint.
+    """
+    try:
+        v = float(level)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a number in (0, 1); got {level!r}.") from err
+    if not (0.0 < v < 1.0):  # also rejects NaN
+        hint = f" Did you mean {v / 100:g}?" if 1.0 < v < 100.0 else ""
+        raise ValueError(
+            f"{name} must lie strictly between 0 and 1 (e.g. 0.95 for a 95% interval); "
+            f"got {level!r}.{hint}"
+        )
     return v
 
 

@@ -1,4 +1,7 @@
-"""Command-line entry points: ``tnbayes compare``, ``tnbayes datasets``, ``tnbayes fetch``, ``tnbayes models``."""
+"""Command-line entry points: ``tnbayes compare``, ``tnbayes datasets``, ``tnbayes fetch``, ``tnbayes models``.
+
+The command-line front end; outside the three axes (basis, format, inference).
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ so differences in accuracy and fit time mean something. The other bundled tabula
 suited to a first look: on ``wilson/yacht`` (31 test points per split) the models under-cover
 (the exact GP's 95% intervals hold about 77% of the test points), and ``wilson/energy`` and
 ``wilson/concrete`` take several times longer to fit.
+
+A demonstration; outside the three axes (basis, format, inference).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ its own shard of the rows to ``fit``. Everything a fit accumulates over rows —
 objective, scaling statistics — is summed across processes with ``all_reduce`` before the (identical) solve,
 so every process ends with the same model. gloo serves CPU tensors, NCCL CUDA tensors; the process group is
 the caller's (``torch.distributed.init_process_group``; ``torchrun`` supplies the rendezvous variables).
+
+It belongs to no axis: the inference engines (ALS sums over rows) and the data layer call it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ A *posterior* is anything with ``.mean`` and ``.stddev`` attributes holding arra
 shape (n,) -- a :class:`tnbayes.posterior.GaussianPosterior`, a ``torch.distributions.Normal``, a
 GPyTorch ``MultivariateNormal`` (its marginals are used), ... Inputs may be numpy arrays, torch
 tensors (any device, any floating dtype) or nested lists; everything is computed in float64 numpy
-and scalar metrics are returned as Python ``float``.
+and scalar metrics are returned as Python ``float``. The input checks (and their messages) are those of
+:mod:`tnbayes._validation`, the package's one validation place. Metrics belong to no axis: they score any model's
+posterior.
 
 All probabilistic metrics treat the prediction at each point as the marginal Gaussian
 N(μ_i, σ_i²) and average per-point scores (protocol of the UCI uncertainty literature). In
@@ -43,7 +45,8 @@ import numpy as np
 import torch
 from scipy.special import ndtr, ndtri
 
-ArrayLike = Any  # numpy array, torch tensor, or nested sequence of numbers
+from tnbayes._validation import ArrayLike, check_level, check_same_shape, check_values
+
 PosteriorLike = Any  # anything with ``.mean`` and ``.stddev`` attributes
 
 __all__ = [
@@ -74,77 +77,6 @@ def _is_posterior(obj: Any) -> bool:
     return hasattr(obj, "mean") and hasattr(obj, "stddev")
 
 
-def _as_float_array(a: ArrayLike, name: str) -> np.ndarray:
-    """Convert ``a`` to a float64 numpy array (not yet checked for finiteness)."""
-    if isinstance(a, torch.Tensor):
-        if a.is_complex():
-            raise ValueError(f"{name} is complex; real-valued data are required.")
-        return a.detach().to(device="cpu", dtype=torch.float64).numpy()
-    if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
-        a = a.to_numpy()
-    if callable(a):
-        raise ValueError(
-            f"{name} is a callable ({type(a).__name__}), not an array. If it came from an object "
-            f"whose `mean`/`stddev` are methods, call them first and pass the resulting arrays."
-        )
-    try:
-        arr = np.asarray(a)
-    except (TypeError, ValueError) as err:  # ragged nested lists etc.
-        raise ValueError(f"{name} could not be converted to a numeric array: {err}") from err
-    if arr.dtype.kind not in "biuf":
-        kind = "complex" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
-        raise ValueError(
-            f"{name} has {kind}; real numeric data are required "
-            f"(convert with np.asarray({name}, dtype=float))."
-        )
-    return arr.astype(np.float64, copy=False)
-
-
-def _check_finite(arr: np.ndarray, name: str) -> None:
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        kind = "NaN" if np.isnan(arr).any() else "inf"
-        raise ValueError(
-            f"{name} contains {int(bad.sum())} non-finite value(s) ({kind}), first at index "
-            f"{first}. Remove or impute those points before computing metrics."
-        )
-
-
-def _check_array(a: ArrayLike, name: str) -> np.ndarray:
-    """Float64, non-empty and finite."""
-    arr = _as_float_array(a, name)
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape}); at least one value is required.")
-    _check_finite(arr, name)
-    return arr
-
-
-def _check_same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
-    if a.shape != b.shape:
-        hint = ""
-        if a.size == b.size:
-            hint = " Flatten both with .ravel() / .reshape(-1) if they hold the same points."
-        raise ValueError(
-            f"{name_a} has shape {a.shape} but {name_b} has shape {b.shape}; they must match "
-            f"(one value per test point).{hint}"
-        )
-
-
-def _check_level(level: float, name: str = "level") -> float:
-    try:
-        v = float(level)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number in (0, 1); got {level!r}.") from err
-    if not (0.0 < v < 1.0):  # also rejects NaN
-        hint = f" Did you mean {v / 100:g}?" if 1.0 < v < 100.0 else ""
-        raise ValueError(
-            f"{name} must lie strictly between 0 and 1 (e.g. 0.95 for a 95% interval); "
-            f"got {level!r}.{hint}"
-        )
-    return v
-
-
 def _mean_std(pred: PosteriorLike | ArrayLike, std: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
     """Extract and validate the predictive mean and standard deviation.
 
@@ -167,9 +99,9 @@ def _mean_std(pred: PosteriorLike | ArrayLike, std: ArrayLike | None) -> tuple[n
                 "std must be None when pred is a posterior (its mean and stddev are used); "
                 "pass either a posterior alone or a mean array together with std."
             )
-        mean = _check_array(pred.mean, "posterior mean")
-        sd = _check_array(pred.stddev, "posterior stddev")
-        _check_same_shape(mean, sd, "posterior mean", "posterior stddev")
+        mean = check_values(pred.mean, "posterior mean")
+        sd = check_values(pred.stddev, "posterior stddev")
+        check_same_shape(mean, sd, "posterior mean", "posterior stddev")
         sd_name = "posterior stddev"
     else:
         if std is None:
@@ -178,11 +110,11 @@ def _mean_std(pred: PosteriorLike | ArrayLike, std: ArrayLike | None) -> tuple[n
                 f"metric(y_true, mean, std) or pass a posterior with .mean and .stddev instead, "
                 f"e.g. metric(y_true, model.posterior(X_test))."
             )
-        mean = _check_array(pred, "pred")
-        sd = _check_array(std, "std")
+        mean = check_values(pred, "pred")
+        sd = check_values(std, "std")
         if sd.ndim == 0:
             sd = np.broadcast_to(sd, mean.shape)
-        _check_same_shape(mean, sd, "pred (mean)", "std")
+        check_same_shape(mean, sd, "pred (mean)", "std")
         sd_name = "std"
     nonpos = sd <= 0.0
     if nonpos.any():
@@ -197,10 +129,13 @@ def _mean_std(pred: PosteriorLike | ArrayLike, std: ArrayLike | None) -> tuple[n
     return mean, sd
 
 
-def _point_prediction(y_pred: PosteriorLike | ArrayLike) -> tuple[np.ndarray, str]:
-    if _is_posterior(y_pred):
-        return _check_array(y_pred.mean, "posterior mean"), "posterior mean"
-    return _check_array(y_pred, "y_pred"), "y_pred"
+def _point_errors(y_true: ArrayLike, y_pred: PosteriorLike | ArrayLike) -> np.ndarray:
+    """Validated errors ``y_true - y_pred`` (a posterior's mean for a posterior), of their common shape."""
+    pred_name = "posterior mean" if _is_posterior(y_pred) else "y_pred"
+    pred = check_values(y_pred.mean if _is_posterior(y_pred) else y_pred, pred_name)
+    y = check_values(y_true, "y_true")
+    check_same_shape(y, pred, "y_true", pred_name)
+    return y - pred
 
 
 def _prepare(
@@ -208,8 +143,8 @@ def _prepare(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validated ``(y, mean, std)`` of one common shape."""
     mean, sd = _mean_std(pred, std)
-    y = _check_array(y_true, "y_true")
-    _check_same_shape(y, mean, "y_true", "the predictive mean")
+    y = check_values(y_true, "y_true")
+    check_same_shape(y, mean, "y_true", "the predictive mean")
     return y, mean, sd
 
 
@@ -240,10 +175,7 @@ def mse(y_true: ArrayLike, y_pred: PosteriorLike | ArrayLike) -> float:
     -------
     float
     """
-    pred, pred_name = _point_prediction(y_pred)
-    y = _check_array(y_true, "y_true")
-    _check_same_shape(y, pred, "y_true", pred_name)
-    return float(np.mean((y - pred) ** 2))
+    return float(np.mean(_point_errors(y_true, y_pred) ** 2))
 
 
 def rmse(y_true: ArrayLike, y_pred: PosteriorLike | ArrayLike) -> float:
@@ -281,10 +213,7 @@ def mae(y_true: ArrayLike, y_pred: PosteriorLike | ArrayLike) -> float:
     -------
     float
     """
-    pred, pred_name = _point_prediction(y_pred)
-    y = _check_array(y_true, "y_true")
-    _check_same_shape(y, pred, "y_true", pred_name)
-    return float(np.mean(np.abs(y - pred)))
+    return float(np.mean(np.abs(_point_errors(y_true, y_pred))))
 
 
 def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> float:
@@ -316,7 +245,7 @@ def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> float:
             raise ValueError(f"{name} is empty (shape {arr.shape}); at least one label is required.")
         if arr.dtype.kind == "f" and np.isnan(arr).any():
             raise ValueError(f"{name} contains NaN labels; remove those points first.")
-    _check_same_shape(y, p, "y_true", "y_pred")
+    check_same_shape(y, p, "y_true", "y_pred")
     return float(np.mean(y == p))
 
 
@@ -387,7 +316,7 @@ def msll(
     float
     """
     y, mean, sd = _prepare(y_true, pred, std)
-    yt = _check_array(y_train, "y_train").ravel()
+    yt = check_values(y_train, "y_train").ravel()
     if yt.size < 2:
         raise ValueError(f"y_train needs at least 2 values to estimate a variance; got {yt.size}.")
     train_sd = float(np.std(yt))
@@ -494,7 +423,7 @@ def coverage(
     float
         In [0, 1].
     """
-    level = _check_level(level)
+    level = check_level(level)
     y, mean, sd = _prepare(y_true, pred, std)
     half = _half_width_factor(level) * sd
     return float(np.mean((y >= mean - half) & (y <= mean + half)))
@@ -521,7 +450,7 @@ def interval_width(
     float
         In the units of y.
     """
-    level = _check_level(level)
+    level = check_level(level)
     _, sd = _mean_std(pred, std)
     return float(2.0 * _half_width_factor(level) * np.mean(sd))
 
@@ -560,9 +489,9 @@ def calibration_curve(
     if levels is None:
         lv = np.linspace(0.05, 0.95, 19)
     else:
-        lv = _check_array(levels, "levels").ravel()
+        lv = check_values(levels, "levels").ravel()
         for v in lv:
-            _check_level(v, "every entry of levels")
+            check_level(v, "every entry of levels")
     y, mean, sd = _prepare(y_true, pred, std)
     abs_z = np.abs(_standardize(y, mean, sd)).ravel()
     q = ndtri(0.5 + 0.5 * lv)
@@ -612,7 +541,7 @@ def evaluate(
             f"{type(posterior).__name__}; note the order evaluate(posterior, y_true). For bare "
             f"arrays call the individual metrics, e.g. nlpd(y_true, mean, std)."
         )
-    lv = [_check_level(v, "every entry of levels") for v in levels]
+    lv = [check_level(v, "every entry of levels") for v in levels]
     if not any(abs(v - 0.95) < 1e-12 for v in lv):
         lv = [0.95, *lv]
     # Validate once, then pass plain arrays to the individual metrics.

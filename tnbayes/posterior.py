@@ -4,6 +4,8 @@
 ``variance``, ``stddev``, ``mvn``, ``rsample``, ``quantile``) and adds what users of a regressor want
 (``interval``, per-point ``log_prob``, ArviZ conversion). It stores either per-point variances
 (diagonal) or a full covariance; a diagonal posterior never forms an n×n matrix.
+
+The output of every model, whatever its basis, format and inference; it belongs to no axis.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Models work internally on scaled data and report predictions in the user's units. The scalers are
 deliberately tiny (a shift and a scale per column) so that they save/load exactly as tensors.
+
+Part of the estimator contract (the first step of the data flow, raw X, y → scaler), not of an axis.
 """
 
 from __future__ import annotations

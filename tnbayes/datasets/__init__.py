@@ -7,7 +7,8 @@ source with :func:`fetch` (``tnbayes fetch NAME``), checked against a pinned SHA
 in the data directory (``$TNBAYES_DATA_DIR``, default ``$XDG_CACHE_HOME/tnbayes`` or
 ``~/.cache/tnbayes``); :func:`availability` says which is which.
 
-Tabular data are returned raw (float64, no normalisation); tnbayes models scale internally.
+Tabular data are returned raw (float64, no normalisation); tnbayes models scale internally. The catalogue of
+named sets is data (``catalogue.json`` in this package). Datasets belong to no axis.
 
 Examples
 --------

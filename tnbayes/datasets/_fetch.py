@@ -8,6 +8,8 @@ through :mod:`pooch`, which writes to a temporary file and keeps it only when it
 All files of one :func:`fetch` call are downloaded and built in a staging folder inside the data
 directory, checked by parsing them with the dataset's reader, and only then moved into place; the
 staging folder is removed whatever happens, so a failed fetch leaves nothing half-written.
+
+Datasets belong to no axis.
 """
 
 from __future__ import annotations

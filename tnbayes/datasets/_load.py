@@ -1,4 +1,7 @@
-"""``Split``, ``load``, ``info``, ``list_datasets`` and ``data_dir``."""
+"""``Split``, ``load``, ``info``, ``list_datasets`` and ``data_dir``.
+
+Datasets belong to no axis.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Each reader takes the resolved file paths (in the order of ``DatasetSpec.files``) and the spec,
 and returns a :class:`RawData`. Only numpy and the standard library are needed; pandas is used
 for the large airline file when it is installed (it is much faster), with a numpy fallback.
+
+Datasets belong to no axis.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Every generator returns a :class:`~tnbayes.datasets.Split` and is reproducible: the same
 arguments (including ``seed``) give bit-identical arrays.
+
+Datasets belong to no axis.
 """
 
 from __future__ import annotations
@@ -192,18 +194,28 @@ def make_two_spirals(
 # SE1 / SE2 (Gregorova et al. 2018; RFFNet paper, SPEC section 7)
 # ----------------------------------------------------------------------------------------------
 
+def _se_inputs(X: np.ndarray, min_columns: int, name: str) -> np.ndarray:
+    """``X`` as a float64 (n, p) array with at least ``min_columns`` columns, or a ``ValueError`` saying so."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] < min_columns:
+        raise ValueError(f"{name} needs inputs of shape (n, p) with p >= {min_columns}; got shape {X.shape}.")
+    return X
+
+
 def se1_function(X: np.ndarray) -> np.ndarray:
     """Noise-free SE1 target ``sin((x1 + x3)^2) * sin(x7 * x8 * x9)`` (1-based indices).
 
     Parameters
     ----------
     X : ndarray of shape (n, p) with p >= 9
+        Inputs; only the columns 0, 2, 6, 7 and 8 are used.
 
     Returns
     -------
     ndarray of shape (n,)
+        Values in [-1, 1].
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = _se_inputs(X, 9, "se1_function")
     return np.sin((X[:, 0] + X[:, 2]) ** 2) * np.sin(X[:, 6] * X[:, 7] * X[:, 8])
 
 
@@ -213,12 +225,14 @@ def se2_function(X: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     X : ndarray of shape (n, p) with p >= 15
+        Inputs; only the columns 10 to 14 are used.
 
     Returns
     -------
     ndarray of shape (n,)
+        Unbounded below (the log of a square), ``-inf`` where the five inputs sum to zero.
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = _se_inputs(X, 15, "se2_function")
     return np.log(X[:, 10:15].sum(axis=1) ** 2)
 
 
@@ -275,13 +289,8 @@ def make_se1(
                     "x1, x3, x7, x8, x9", n_train, n_val, n_test, noise_std, seed)
 
 
-def make_se2(
-    n_train: int = 50_000,
-    n_val: int = 2_000,
-    n_test: int = 2_000,
-    noise_std: float = 0.1,
-    seed: int | None = 0,
-) -> Split:
+def make_se2(n_train: int = 50_000, n_val: int = 2_000, n_test: int = 2_000, noise_std: float = 0.1,
+             seed: int | None = 0) -> Split:
     """SE2 feature-selection benchmark: 100 inputs, only x11..x15 matter.
 
     ``X ~ N(0, I_100)`` and ``y = log((x11 + ... + x15)^2) + noise_std * eps`` (1-based
@@ -290,10 +299,8 @@ def make_se2(
 
     Parameters
     ----------
-    n_train, n_val, n_test : int
-        Sizes of the training, validation and test sets (defaults 50,000 / 2,000 / 2,000).
-    noise_std : float, default 0.1
-    seed : int or None, default 0
+    n_train, n_val, n_test, noise_std, seed
+        As in :func:`make_se1` (same defaults).
 
     Returns
     -------

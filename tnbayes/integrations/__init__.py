@@ -1,1 +1,4 @@
-"""Adapters to other libraries (imported lazily: their dependencies are optional extras)."""
+"""Adapters to other libraries (imported lazily: their dependencies are optional extras).
+
+They sit beside the three axes (basis, format, inference).
+"""

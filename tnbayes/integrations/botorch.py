@@ -4,6 +4,8 @@
 model's own prediction path on torch tensors (input scaling, input box, feature maps, latent mean and covariance,
 unit conversion), so acquisition functions get gradients with respect to the candidate inputs wherever the
 model's features are smooth in x (Hilbert, Fourier, quantized and random-feature maps are).
+
+An adapter beside the three axes (basis, format, inference).
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ from collections.abc import Callable
 
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, RFFKernel
 
+from tnbayes._registry import Registry
+
 from .hilbert import HilbertKernel
 from .vff import VFFKernel
 
 __all__ = ["register_kernel", "get_kernel", "available_kernels"]
 
-_REGISTRY: dict[str, Callable[..., Kernel]] = {}
+_REGISTRY: Registry[Callable[..., Kernel]] = Registry(
+    "kernel", listing="Registered kernels", advice="Add one with register_kernel(name, cls).")
 
 
 def register_kernel(name: str, factory: Callable[..., Kernel], *, overwrite: bool = False) -> None:
@@ -34,18 +37,13 @@ def register_kernel(name: str, factory: Callable[..., Kernel], *, overwrite: boo
     Raises
     ------
     ValueError
-        If ``name`` is taken and ``overwrite`` is False.
+        If ``name`` is empty, or taken by another factory and ``overwrite`` is False.
     TypeError
         If ``factory`` is not callable.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"Kernel name must be a non-empty string; got {name!r}.")
     if not callable(factory):
         raise TypeError(f"factory must be a Kernel class or a callable returning one; got {factory!r}.")
-    key = name.lower()
-    if key in _REGISTRY and not overwrite:
-        raise ValueError(f"A kernel named {name!r} is already registered ({_REGISTRY[key]!r}); pass overwrite=True to replace it.")
-    _REGISTRY[key] = factory
+    _REGISTRY.register(name, factory, overwrite=overwrite)
 
 
 def get_kernel(name: str, **kwargs) -> Kernel:
@@ -62,10 +60,7 @@ def get_kernel(name: str, **kwargs) -> Kernel:
     -------
     gpytorch.kernels.Kernel
     """
-    key = name.lower() if isinstance(name, str) else name
-    if key not in _REGISTRY:
-        raise ValueError(f"Unknown kernel {name!r}. Registered kernels: {available_kernels()}. Add one with register_kernel(name, cls).")
-    kernel = _REGISTRY[key](**kwargs)
+    kernel = _REGISTRY.lookup(name)(**kwargs)
     if not isinstance(kernel, Kernel):
         raise TypeError(f"The factory registered as {name!r} returned {type(kernel).__name__}, not a gpytorch Kernel.")
     return kernel
@@ -73,7 +68,7 @@ def get_kernel(name: str, **kwargs) -> Kernel:
 
 def available_kernels() -> list[str]:
     """Sorted list of registered kernel names."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 for _name, _cls in (("hilbert", HilbertKernel), ("vff", VFFKernel), ("rbf", RBFKernel), ("matern", MaternKernel), ("rff", RFFKernel)):

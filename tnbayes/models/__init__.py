@@ -1,4 +1,8 @@
-"""User-facing estimators."""
+"""User-facing estimators: each a composition of basis × weight format × inference (see docs/architecture.md).
+
+Also the estimator contract (:class:`BaseModel`, :func:`load_model`) and the one model registry
+(:func:`make_model`, :func:`list_models`, :func:`register_model`).
+"""
 
 from tnbayes.models.base import BaseModel, ModelFileError, NotFittedError, load_model
 from tnbayes.models.cpd import CPDKernelClassifier, CPDKernelMachine
@@ -12,16 +16,11 @@ from tnbayes.models.tnkf import TNKF, TNKFClassifier
 from tnbayes.models.tt_kalman import TTKalmanGP
 
 __all__ = [
-    "CPDKernelClassifier",
-    "CPDKernelMachine",
-    "FeatureLearningKM",
-    "FLModel",
-    "QTKM",
-    "RFFNet",
-    "RFFNetClassifier",
-    "RFFNetModule",
-    "TKM",
-    "TNKF",
-    "TNKFClassifier",
-    "TTKalmanGP",
-    "BaseModel", "ModelFileError", "NotFittedError", "load_model", "ExactGP", "HilbertGP", "list_models", "make_model", "register_model"]
+    # the contract
+    "BaseModel", "ModelFileError", "NotFittedError", "load_model",
+    # estimators
+    "CPDKernelClassifier", "CPDKernelMachine", "ExactGP", "FeatureLearningKM", "FLModel", "HilbertGP", "QTKM",
+    "RFFNet", "RFFNetClassifier", "RFFNetModule", "TKM", "TNKF", "TNKFClassifier", "TTKalmanGP",
+    # the registry
+    "list_models", "make_model", "register_model",
+]

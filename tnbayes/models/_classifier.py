@@ -1,4 +1,7 @@
-"""Two-class classification on top of a Gaussian regression model (LS-SVM / least-squares style)."""
+"""Two-class classification on top of a Gaussian regression model (LS-SVM / least-squares style).
+
+Part of the estimator contract (models/), not of an axis: any regressor becomes a classifier.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ def as_class_labels(y: ArrayLike) -> np.ndarray:
     Parameters
     ----------
     y : array-like of shape (n_samples,)
+        Labels of any type scikit-learn takes for classes (integers, strings, booleans), not real numbers.
 
     Returns
     -------

@@ -5,18 +5,15 @@
 tensors (``_fit`` and ``_latent``); validation, scaling, unit conversion, persistence and the
 fitted-check live here, once.
 
-Persistence format (``format_version`` 2): a single file written with ``torch.save`` holding only
-tensors, strings and numbers — constructor arguments and scalar fitted attributes as JSON strings,
-tensors as tensors, and a SHA-256 checksum of all of it — and read back with
-``torch.load(weights_only=True)``, so loading a file never executes code from it. Every damaged or edited
-file raises :class:`~tnbayes.ModelFileError` at load time (see :mod:`tnbayes._model_file`); version 1 files
-(no checksum) still load.
+The model file (a ``torch.save`` file of tensors, strings and numbers only, read back with
+``torch.load(weights_only=True)``, checksummed) is written and read by :mod:`tnbayes._model_file`; every damaged
+or edited file raises :class:`~tnbayes.ModelFileError` at load time. Model classes are found by name through
+:mod:`tnbayes.models.registry`.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
 import time
@@ -28,13 +25,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from tnbayes._deprecation import apply_renamed_parameters
-from tnbayes._model_file import (
-    ModelFileError,
-    check_loaded_model,
-    check_param_types,
-    payload_checksum,
-    read_model_file,
-)
+from tnbayes._model_file import FORMAT_VERSION, ModelFileError, read_model_file, restore_model, write_model_file
 from tnbayes._validation import (
     ArrayLike,
     check_feature_names,
@@ -46,22 +37,14 @@ from tnbayes._validation import (
     too_few_samples_message,
 )
 from tnbayes._version import __version__
-from tnbayes.data import ChunkedData, DataSummary, as_chunked, is_chunked, summarize
+from tnbayes.data import ChunkedData, StreamedRows, as_chunked, is_chunked, summarize
 from tnbayes.distributed import check_distributed
-from tnbayes.data import StreamedRows
+from tnbayes.models.registry import chunked_fit_models, model_class, register_model_class
 from tnbayes.posterior import GaussianPosterior
-from tnbayes.preprocessing import AffineScaler, make_input_scaler, make_target_scaler
+from tnbayes.preprocessing import make_input_scaler, make_target_scaler
 from tnbayes.selection.input_box import apply_input_box, prediction_box
 
 __all__ = ["BaseModel", "NotFittedError", "ModelFileError", "load_model", "FORMAT_VERSION"]
-
-FORMAT_VERSION = 2  # 2: a SHA-256 checksum of the payload (version 1 files, without one, still load)
-#: the dtypes a model file may name (``{"__dtype__": name}``); anything else is refused, never looked up on torch
-_DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-                "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
-                "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
-_FORMAT_NAME = "tnbayes-model"
-_MODEL_CLASSES: dict[str, type["BaseModel"]] = {}
 
 
 class NotFittedError(sklearn.exceptions.NotFittedError, RuntimeError):
@@ -70,43 +53,6 @@ class NotFittedError(sklearn.exceptions.NotFittedError, RuntimeError):
     A :class:`sklearn.exceptions.NotFittedError` (so scikit-learn's ``check_is_fitted`` and estimator checks
     recognise it; that makes it a ``ValueError`` and ``AttributeError`` too) and, as before, a ``RuntimeError``.
     """
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return _jsonable(value.tolist())
-    if isinstance(value, torch.dtype):
-        return {"__dtype__": str(value).replace("torch.", "")}
-    if isinstance(value, torch.device):
-        return str(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, tuple):  # kept a tuple on load, so get_params round-trips exactly
-        return {"__tuple__": [_jsonable(v) for v in value]}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"cannot store {type(value).__name__} value {value!r} as JSON")
-
-
-def _from_jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__dtype__"}:
-            name = value["__dtype__"]
-            if not isinstance(name, str) or name not in _DTYPE_NAMES:
-                raise ValueError(f"unknown dtype {name!r} (known: {sorted(_DTYPE_NAMES)})")
-            return _DTYPE_NAMES[name]
-        if set(value) == {"__tuple__"}:
-            return tuple(_from_jsonable(v) for v in value["__tuple__"])
-        return {k: _from_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_jsonable(v) for v in value]
-    return value
 
 
 class BaseModel(RegressorMixin, BaseEstimator):
@@ -162,7 +108,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _MODEL_CLASSES[cls.__name__] = cls
+        register_model_class(cls)
 
     def __init__(self, *, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
@@ -244,7 +190,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
         distributed = check_distributed(bool(getattr(self, "distributed", False)))
         chunked = is_chunked(X, y)
         if (chunked or distributed) and not self.supports_chunked_fit:
-            supported = sorted(name for name, klass in _MODEL_CLASSES.items() if klass.supports_chunked_fit)
+            supported = chunked_fit_models()
             raise TypeError(
                 f"{type(self).__name__} fits in-memory arrays only: pass X of shape (n, D) and y of shape (n,). "
                 f"Out-of-core chunk sources and distributed=True are supported by {supported}."
@@ -544,42 +490,14 @@ class BaseModel(RegressorMixin, BaseEstimator):
     def save(self, path: str | os.PathLike) -> None:
         """Write the model (parameters and fitted state) to ``path``.
 
-        The file holds tensors and JSON strings only; see the module docstring for the format.
+        The file holds tensors and JSON strings only; see :mod:`tnbayes._model_file` for the format.
+
+        Parameters
+        ----------
+        path : str or path-like
         """
         self._check_fitted("save")
-        tensors: dict[str, torch.Tensor] = {}
-        scalars: dict[str, Any] = {}
-        scalers: dict[str, dict] = {}
-        for name, value in vars(self).items():
-            if not name.endswith("_") or name.startswith("_") or name in self._transient_attributes:
-                continue
-            if isinstance(value, torch.Tensor):
-                tensors[name] = value.detach().cpu()
-            elif isinstance(value, AffineScaler):
-                scalers[name] = value.config()
-                for key, t in value.state().items():
-                    tensors[f"{name}.{key}"] = t.detach().cpu()
-            else:
-                try:
-                    scalars[name] = _jsonable(value)
-                except TypeError as err:
-                    raise TypeError(
-                        f"{type(self).__name__}.{name} cannot be saved ({err}); list it in "
-                        f"_transient_attributes and store it via _extra_state."
-                    ) from None
-        payload = {
-            "format": _FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "tnbayes_version": __version__,
-            "class": type(self).__name__,
-            "params_json": json.dumps(_jsonable(self.get_params())),
-            "scalars_json": json.dumps(scalars),
-            "scalers_json": json.dumps(scalers),
-            "tensors": tensors,
-            "extra": {k: v.detach().cpu() for k, v in self._extra_state().items()},
-        }
-        payload["checksum"] = payload_checksum(payload)
-        torch.save(payload, os.fspath(path))
+        write_model_file(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = None) -> "BaseModel":
@@ -605,51 +523,14 @@ class BaseModel(RegressorMixin, BaseEstimator):
             foreign file (checked at load time: layout, format version, checksum, parameters, and a prediction at
             the centre of the training data that catches tensors of the wrong shape).
         """
-        payload = read_model_file(path, format_name=_FORMAT_NAME, max_version=FORMAT_VERSION,
-                                  package_version=__version__)
+        payload = read_model_file(path)
         class_name = payload["class"]
-        model_cls = _MODEL_CLASSES.get(class_name)
+        model_cls = model_class(class_name)
         if model_cls is None:
             raise ModelFileError(path, f"it holds a {class_name!r}, which this tnbayes ({__version__}) does not know.")
         if not issubclass(model_cls, cls):
             raise TypeError(f"{path} holds a {class_name}, not a {cls.__name__}.")
-        try:
-            params = _from_jsonable(payload["params"])
-            check_param_types(path, model_cls, params)
-            if device is not None:
-                params["device"] = str(device)
-            model = model_cls(**params)
-            model.dtype_  # noqa: B018 - the stored dtype and device must be valid
-            target_device = model.device_
-            # the checks fit runs first, where a tnbayes model defines them without arguments (scikit-learn's own
-            # BaseEstimator._validate_params, which needs _parameter_constraints, is not one of them)
-            validate = getattr(model, "_validate_params", None)
-            if (callable(validate) and getattr(validate, "__module__", "").startswith("tnbayes.")
-                    and not inspect.signature(validate).parameters):
-                validate()
-        except (RuntimeError, ModelFileError):  # RuntimeError: CUDA unavailable here; the fix is load(..., device=)
-            raise
-        except Exception as err:  # noqa: BLE001 - an edited parameter, whatever it breaks
-            raise ModelFileError(path, f"its parameters are invalid ({err}).") from None
-        try:
-            tensors = payload["tensors"]
-            for name, config in payload["scalers"].items():
-                state = {k.split(".", 1)[1]: v.to(target_device) for k, v in tensors.items()
-                         if k.startswith(name + ".")}
-                setattr(model, name, AffineScaler.from_state(config, state))
-            for name, value in tensors.items():
-                if "." not in name:
-                    setattr(model, name, value.to(target_device))
-            for name, value in _from_jsonable(payload["scalars"]).items():
-                setattr(model, name, value)
-            model._after_load({k: v.to(target_device) for k, v in payload["extra"].items()})
-        except Exception as err:  # noqa: BLE001
-            raise ModelFileError(path, f"its fitted state cannot be restored ({type(err).__name__}: "
-                                       f"{str(err)[:200]}).") from None
-        if not model.is_fitted:
-            raise ModelFileError(path, "it holds no fitted model (n_features_in_ is missing).")
-        check_loaded_model(path, model)
-        return model
+        return restore_model(path, payload, model_cls, device=device)
 
 
 def load_model(path: str | os.PathLike, *, device: str | torch.device | None = None) -> BaseModel:

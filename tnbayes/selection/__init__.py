@@ -9,7 +9,10 @@
 * :mod:`~tnbayes.selection.calibration` — the noise a fitted approximation earns on held-out rows (CPD models, the
   Kalman filters);
 * :mod:`~tnbayes.selection.input_box` — what happens to test inputs outside the region a basis represents.
+
+Selection sits beside the three axes (basis, format, inference): it picks their sizes and hyper-parameters.
 """
+
 from tnbayes.selection.calibration import (
     NOISE_ESTIMATES,
     PrequentialResiduals,
@@ -19,7 +22,6 @@ from tnbayes.selection.calibration import (
     proportional_noise_estimate,
 )
 from tnbayes.selection.cross_validation import KRRSelection, lssvm_cross_validation_score, select_krr_hyperparameters
-
 from tnbayes.selection.hyperparameters import KernelHyperparameters, estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import (
     OUT_OF_BOX_POLICIES,
@@ -43,31 +45,17 @@ from tnbayes.selection.marginal_likelihood import (
 )
 
 __all__ = [
-    "NOISE_ESTIMATES",
-    "KRRSelection",
-    "PrequentialResiduals",
-    "additive_variance_estimate",
-    "check_noise_estimate",
-    "held_out_rows",
-    "lssvm_cross_validation_score",
+    # calibration
+    "NOISE_ESTIMATES", "PrequentialResiduals", "additive_variance_estimate", "check_noise_estimate", "held_out_rows",
     "proportional_noise_estimate",
-    "select_krr_hyperparameters",
-    "COLLAPSE_LOO_R2",
-    "LENGTHSCALE_PRIOR_SCALE",
-    "OUT_OF_BOX_POLICIES",
-    "KernelHyperparameters",
-    "MarginalLikelihoodFit",
-    "MarginalLikelihoodSettings",
-    "OutOfBoxWarning",
-    "apply_input_box",
-    "build_exact_gp",
-    "check_out_of_box_policy",
-    "estimate_kernel_hyperparameters",
-    "exact_gpytorch_settings",
-    "exact_log_marginal_likelihood",
-    "fit_marginal_likelihood",
-    "initial_lengthscale",
-    "leave_one_out_r2",
-    "lengthscale_prior_location",
-    "prediction_box",
+    # cross-validation
+    "KRRSelection", "lssvm_cross_validation_score", "select_krr_hyperparameters",
+    # hyper-parameters of the models that borrow a GP's
+    "KernelHyperparameters", "estimate_kernel_hyperparameters",
+    # the input box
+    "OUT_OF_BOX_POLICIES", "OutOfBoxWarning", "apply_input_box", "check_out_of_box_policy", "prediction_box",
+    # ML-II
+    "COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "MarginalLikelihoodFit", "MarginalLikelihoodSettings",
+    "build_exact_gp", "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood",
+    "initial_lengthscale", "leave_one_out_r2", "lengthscale_prior_location",
 ]

@@ -14,6 +14,8 @@ inputs beyond it:
 * ``"clip"`` (default): the inputs are moved to the nearest point of the prediction box (the prediction is that
   of the edge point: constant extrapolation) and one :class:`OutOfBoxWarning` counts them, in the units of X;
 * ``"raise"``: a ``ValueError`` that names the first offending value and the box, in the units of X.
+
+Part of the selection layer, beside the three axes: it guards the basis axis's domain.
 """
 
 from __future__ import annotations

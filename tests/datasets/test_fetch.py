@@ -21,7 +21,7 @@ import pytest
 from tnbayes import cli, datasets
 from tnbayes.datasets import _fetch
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 _GAL_FOLDER = {"bostonHousing", "concrete", "energy", "protein-tertiary-structure",
                "wine-quality-red", "yacht"}
 
