@@ -23,3 +23,43 @@ def test_entry_smoke_run(name, tmp_path, monkeypatch):
     written = sorted(tmp_path.glob("*.md"))
     assert written, f"{name} wrote no Markdown result"
     assert any("|---" in path.read_text() for path in written), f"{name} wrote no table"
+
+
+def test_compare_runs_a_benchmark_protocol(tmp_path):
+    """What the paper entries take from ``tnbayes.compare``: their own splits (``load``), factories that see the
+    split and the models fitted before them, no posterior (``predictive=False``), their own metric columns and a
+    callback per split; ``write(prefix=…)`` names the files after the entry."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import tnbayes
+
+    def load(name, k):
+        rng = np.random.default_rng(k)
+        X = rng.uniform(-1, 1, (40, 1))
+        y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+        return SimpleNamespace(X_train=X[:30], y_train=y[:30], X_test=X[30:], y_test=y[30:])
+
+    seen, splits_done = [], []
+
+    def second(run):
+        seen.append((run.dataset, run.split, run.label, sorted(run.fitted)))
+        return tnbayes.HilbertGP(num_basis=run.fitted["first"].num_basis + 4)
+
+    models = {"first": lambda run: tnbayes.HilbertGP(num_basis=16 + run.split), "second": second}
+    mse = lambda run, model, post: {"mse": float(np.mean((model.predict(run.data.X_test) - run.data.y_test) ** 2))}  # noqa: E731
+    result = tnbayes.compare(models, ["my-sine"], [0, 1], load=load, predictive=False, columns=mse, progress=False,
+                             on_split=lambda dataset, split, rows: splits_done.append((split, len(rows))))
+    assert [(r["model"], r["split"]) for r in result.rows] == [("first", 0), ("second", 0), ("first", 1), ("second", 1)]
+    assert seen == [("my-sine", 0, "second", ["first"]), ("my-sine", 1, "second", ["first"])]
+    assert splits_done == [(0, 2), (1, 2)]
+    assert all("mse" in r and "fit_seconds" in r and "rmse" not in r and "predict_seconds" not in r
+               for r in result.rows)
+    assert result.summary(("mse",))[0]["n_splits"] == 2 and not result.calibration
+    paths = result.write(tmp_path, prefix="entry_")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry_runs.csv", "entry_summary.csv", "entry_summary.json",
+                                                          "entry_summary.md"]
+    assert set(paths) == {"runs", "summary_csv", "summary_json", "summary_md"}
+    with pytest.raises(ValueError, match="Unknown dataset"):
+        tnbayes.compare(models, ["my-sine"], [0], progress=False)  # without its loader the name is unknown
