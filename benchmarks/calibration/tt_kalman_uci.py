@@ -57,7 +57,7 @@ def _write(rows: list[dict], stored: list[dict], args: argparse.Namespace) -> No
             lines.append(f"| {name} | {label} | {len(sel)} | {_cell(col('rmse'))} | {_cell(col('nlpd'))} | "
                          f"{_cell(col('coverage_95'))} | {_cell(col('interval_width_95'))} | "
                          f"{np.mean(col('fit_seconds')):.1f} |")
-    protocol = ("see the module docstring of benchmarks/tt_kalman_uci.py (TTKalmanGP and additive HilbertGP "
+    protocol = ("see the module docstring of benchmarks/calibration/tt_kalman_uci.py (TTKalmanGP and additive HilbertGP "
                 "fitted in this run; ExactGP and CPD rows from earlier runs on the same splits)")
     text = header("Primal TT Kalman filter on D = 8 UCI sets", protocol) + "\n".join(lines) + "\n"
     output_path(args.name, ".md").write_text(text)

@@ -157,7 +157,7 @@ def main(argv: list[str]) -> int:
                 write_rows(rows, runs)
                 print(f"{dataset} split {k} {name}: {rows[-1].get('rmse')} {rows[-1]['error']}", flush=True)
     figures = _figures(rows, args.datasets, args.models, folder)
-    protocol = ("see the module docstring of benchmarks/calibration_study.py; "
+    protocol = ("see the module docstring of benchmarks/calibration/calibration_study.py; "
                 + (f"training rows capped at {args.max_train}, " if args.max_train else "all training rows, ")
                 + (f"test rows capped at {args.max_test}; " if args.max_test else "all test rows; ")
                 + f"ExactGP only where n_train ≤ {args.exact_max}; mean ± standard error over splits")

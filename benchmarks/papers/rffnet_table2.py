@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
             table_row = [r for r in rows if r["dataset"] == name and r["kind"] == "table" and int(r["split"]) == 0]
             rows.extend({**r, "kind": "size"} for r in table_row)
     write_rows(rows, folder / "runs.csv")
-    protocol = ("see the module docstring of benchmarks/rffnet_table2.py; "
+    protocol = ("see the module docstring of benchmarks/papers/rffnet_table2.py; "
                 f"{'(lr, μ) tuned on the validation set' if args.tune else 'package defaults'}; per-run rows in "
                 "results/rffnet_table2/runs.csv; ± is the authors' band 2·SE of the test squared errors")
     text = (header("RFFNet: the paper's Table 2", protocol) + "\n".join(_table(rows)) +

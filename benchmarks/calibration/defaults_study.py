@@ -271,7 +271,7 @@ def _process_context() -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "tnbayes", "benchmarks.defaults_study"])
+    context.set_forkserver_preload(["torch", "tnbayes", "benchmarks.calibration.defaults_study"])
     return context
 
 
@@ -650,7 +650,7 @@ def main(argv: list[str]) -> int:
               f"{args.max_train}/{args.max_test}; use the same sizes or another --out", file=sys.stderr)
         return 2
     done = {(r["dataset"], int(r["split"]), r["model"]) for r in rows}
-    protocol = ("see the module docstring of benchmarks/defaults_study.py; every model built with no arguments; "
+    protocol = ("see the module docstring of benchmarks/calibration/defaults_study.py; every model built with no arguments; "
                 f"training rows ≤ {args.max_train} and test rows ≤ {args.max_test} per split drawn with "
                 "numpy.random.default_rng(split) / default_rng(10000 + split), the same for every model; "
                 f"each fit in a child process killed after {args.timeout:g} s ({args.reference_timeout:g} s for "

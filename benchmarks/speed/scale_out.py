@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
             lines.append(f"| {r['device']} | {r['processes']} | {r['threads']} | {r['fit_seconds']:.1f} | "
                          f"{r['rows'] / r['fit_seconds']:.0f} | {base['fit_seconds'] / r['fit_seconds']:.2f} |")
         lines.append("")
-    protocol = "see the module docstring of benchmarks/scale_out.py"
+    protocol = "see the module docstring of benchmarks/speed/scale_out.py"
     text = header("Scale-out: out-of-core airline and data-parallel throughput", protocol) + "\n".join(lines)
     output_path(args.name, ".md").write_text(text)
     print(text)

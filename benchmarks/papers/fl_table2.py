@@ -136,7 +136,7 @@ def _tables(rows: list[dict], source: str) -> str:
     the other regularisers), with which splits of which sets they cover."""
     counts = {n: len({r["split"] for r in rows if r["dataset"] == n}) for n in SETS if any(r["dataset"] == n for r in rows)}
     coverage = ", ".join(f"{n} {c} splits" for n, c in counts.items())
-    protocol = f"see the module docstring of benchmarks/fl_table2.py; rows in {source} ({coverage})"
+    protocol = f"see the module docstring of benchmarks/papers/fl_table2.py; rows in {source} ({coverage})"
     has_baseline = any(r["model"] == "CV" for r in rows)
     parts = []
     if has_baseline:

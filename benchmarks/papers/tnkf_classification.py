@@ -244,7 +244,7 @@ def main(argv: list[str]) -> int:
 
 def _write(args: argparse.Namespace, lines: list[str], notes: list[str], echo: bool = True) -> None:
     """Write the results table (called after every fit, so a long run keeps what it has)."""
-    protocol = "see the module docstring of benchmarks/tnkf_classification.py"
+    protocol = "see the module docstring of benchmarks/papers/tnkf_classification.py"
     suffix = f"_{args.spiral_n}" if "spiral" in args.tasks and args.spiral_n != 2**16 else ""
     if "adult" in args.tasks and (args.adult_n_train != 3**9 or args.adult_n_test is not None):
         suffix += f"_n{args.adult_n_train}"

@@ -11,7 +11,7 @@ absolute error of the approximate kernel matrix (201 equispaced points, unit var
 
 Usage::
 
-    python benchmarks/hilbert_kernel_error.py [--output benchmarks/results/hilbert_kernel_error.md]
+    python benchmarks/papers/hilbert_kernel_error.py [--output benchmarks/results/hilbert_kernel_error.md]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     out: list[str] = [
         "# Kernel-approximation error: Hilbert-space basis and VFF",
         "",
-        f"Produced by: `python {' '.join(['benchmarks/hilbert_kernel_error.py', *(argv if argv is not None else sys.argv[1:])])}`",
+        f"Produced by: `python -m {' '.join(['benchmarks hilbert_kernel_error', *(argv if argv is not None else sys.argv[1:])])}`",
         "",
         f"Max absolute error of the unit-variance kernel matrix on {N_POINTS} equispaced points in [-1, 1] "
         "(data half-range S = 1) against the exact GPyTorch kernel, float64. "

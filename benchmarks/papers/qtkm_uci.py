@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
     rows: list[dict] = []
     for dataset in args.only:
         _run(dataset, args.splits, done, rows, lambda: write_rows(rows, folder / "runs.csv"))
-    protocol = "see the module docstring of benchmarks/qtkm_uci.py; per-split rows in results/" + name + "/runs.csv"
+    protocol = "see the module docstring of benchmarks/papers/qtkm_uci.py; per-split rows in results/" + name + "/runs.csv"
     text = header("QTKM vs TKM at equal parameter counts (UCI)", protocol) + "\n".join(_summary(rows)) + \
         f"\n\nFigure (test MSE against the number of parameters): {name}.png\n"
     output_path(name, ".md").write_text(text)

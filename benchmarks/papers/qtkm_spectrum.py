@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
     fig.tight_layout()
     fig.savefig(output_path("qtkm_spectrum", ".png"), dpi=110)
     plt.close(fig)
-    protocol = "see the module docstring of benchmarks/qtkm_spectrum.py; frequency index k ↔ k/P cycles per scaled unit"
+    protocol = "see the module docstring of benchmarks/papers/qtkm_spectrum.py; frequency index k ↔ k/P cycles per scaled unit"
     text = header("QTKM: recovered Fourier coefficients per rank", protocol) + "\n".join(lines) + \
         "\n\nFigure: qtkm_spectrum.png (|w_k| per frequency index, QTKM rank R against least squares)\n"
     output_path("qtkm_spectrum", ".md").write_text(text)

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if args.append:
         lines += table_rows(name)
     protocol = (f"first {len(ytr)} rows of the fixed airline training set, first {len(yte)} test rows; "
-                "see the module docstring of benchmarks/tt_kalman_airline.py")
+                "see the module docstring of benchmarks/speed/tt_kalman_airline.py")
     for label, (model, rows) in models.items():
         X, y = (Xtr, ytr) if rows is None else (Xtr[:rows], ytr[:rows])
         start = time.perf_counter()
