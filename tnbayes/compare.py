@@ -252,17 +252,6 @@ def _load_registered(dataset: str, split: int) -> Any:
     return _datasets.load(dataset, split=split)
 
 
-def _fixed_splits(dataset: str, custom_loader: bool) -> int | None:
-    """Number of fixed splits of a registered dataset; None for one without (or, with a custom loader, for
-    a name the registry does not know)."""
-    try:
-        return _datasets.info(dataset).get("n_splits")
-    except ValueError:
-        if not custom_loader:
-            raise
-        return None
-
-
 def compare(
     models: Iterable[Any],
     datasets: Iterable[str],
@@ -294,8 +283,8 @@ def compare(
     datasets : str or iterable of str
         Dataset names (see :func:`tnbayes.datasets.list_datasets`), or any names ``load`` knows.
     splits : str, int, sequence of int, optional
-        See :func:`parse_splits`; default every fixed split (a registered dataset's; for a name
-        only ``load`` knows, pass the splits explicitly).
+        See :func:`parse_splits`; default every fixed split. With ``load`` the splits are the
+        loader's: pass them explicitly (the default is then splits 0..4).
     model_kwargs : dict of model name -> dict, optional
         Extra constructor arguments per model name.
     out_dir : path, optional
@@ -342,7 +331,9 @@ def compare(
     load_split = load or _load_registered
     plan = []
     for name in dataset_names:
-        plan.extend((name, s) for s in parse_splits(splits, _fixed_splits(name, load is not None)))
+        # a custom loader defines its own splits; only the registry's fixed splits bound the indices
+        n_splits = _datasets.info(name).get("n_splits") if load is None else None
+        plan.extend((name, s) for s in parse_splits(splits, n_splits))
     result = ComparisonResult()
     pooled: dict[tuple[str, str], tuple[list[np.ndarray], list[Any]]] = {}
     band_data: dict[str, list[tuple[str, Any, Any]]] = {}
