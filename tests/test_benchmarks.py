@@ -1,16 +1,40 @@
 """Every benchmark entry runs end to end at tiny sizes (its smoke configuration in benchmarks/suite.py) and
-writes a Markdown result with a table; the suite knows every entry."""
+writes a Markdown result with a table into ``results/<entry>/``, every file named after the entry; the suite and
+the groups know every entry; ``tnbayes.compare`` runs what the paper entries need."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.__main__ import ENTRIES
+from pathlib import Path
+
+from benchmarks.__main__ import ENTRIES, GROUPS
 from benchmarks.suite import CONFIGS, run_entry
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_every_entry_has_a_suite_configuration():
     assert set(ENTRIES) - {"suite"} == set(CONFIGS)
+
+
+def test_every_entry_module_is_in_its_group_and_the_readme():
+    modules = {path.stem: path.parent.name for path in BENCHMARKS.glob("*/*.py") if not path.stem.startswith("_")}
+    assert modules == {name: group for group, names in GROUPS.items() for name in names}
+    readme = (BENCHMARKS / "README.md").read_text()
+    for group, names in GROUPS.items():
+        for name in names:
+            assert f"`{name}`" in readme and f"results/{name}/" in readme, name
+
+
+def test_committed_results_lie_in_their_entry_folder():
+    """``results/<entry>/<entry>…`` (and ``results/small/<entry>/<entry>…`` for the suite's small run)."""
+    for root in (BENCHMARKS / "results", BENCHMARKS / "results" / "small"):
+        for path in root.iterdir():
+            if path.name == "small":
+                continue
+            assert path.is_dir() and path.name in ENTRIES, path
+            assert all(f.name.startswith(path.name) for f in path.iterdir()), sorted(path.iterdir())
 
 
 @pytest.mark.slow
@@ -20,7 +44,11 @@ def test_entry_smoke_run(name, tmp_path, monkeypatch):
     monkeypatch.setenv("TNBAYES_SCALE_OUT_DIR", str(tmp_path / "scale_out_work"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     run_entry(name, CONFIGS[name][1])
-    written = sorted(tmp_path.glob("*.md"))
+    results = [path for path in tmp_path.iterdir() if path.name != "scale_out_work"]
+    assert [path.name for path in results] == [name], f"{name} wrote outside results/{name}/: {results}"
+    files = sorted(tmp_path.joinpath(name).iterdir())
+    assert all(path.name.startswith(name) for path in files), f"{name} wrote files not named after it: {files}"
+    written = [path for path in files if path.suffix == ".md"]
     assert written, f"{name} wrote no Markdown result"
     assert any("|---" in path.read_text() for path in written), f"{name} wrote no table"
 

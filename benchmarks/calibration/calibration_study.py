@@ -96,7 +96,7 @@ def _table(rows: list[dict], dataset_names: list[str], model_names: list[str]) -
     return lines
 
 
-def _figures(rows: list[dict], dataset_names: list[str], model_names: list[str], folder) -> list[str]:
+def _figures(rows: list[dict], dataset_names: list[str], model_names: list[str], variant: str) -> list[str]:
     """One reliability diagram per model: a curve per dataset (mean over its splits)."""
     import matplotlib
 
@@ -118,7 +118,7 @@ def _figures(rows: list[dict], dataset_names: list[str], model_names: list[str],
         fig, ax = plt.subplots(figsize=(4.8, 4.8))
         plot_calibration(curves, title=MODELS[name], ax=ax)
         fig.tight_layout()
-        path = folder / f"reliability_{name}.png"
+        path = output_path("calibration_study", f"_reliability_{name}.png", variant)
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path.name)
@@ -134,12 +134,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-train", type=int, default=None)
     parser.add_argument("--max-test", type=int, default=None)
     parser.add_argument("--exact-max", type=int, default=5000, help="largest training set ExactGP is fitted on")
-    parser.add_argument("--resume", action="store_true", help="keep the runs already in results/<name>/runs.csv")
-    parser.add_argument("--name", default="calibration_study")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in results/calibration_study/calibration_study[_<variant>]_runs.csv")
+    parser.add_argument("--variant", default="", help="names the result: calibration_study_<variant>.md")
     args = parser.parse_args(argv)
-    folder = output_path(args.name, "")
-    folder.mkdir(exist_ok=True)
-    runs = folder / "runs.csv"
+    runs = output_path("calibration_study", "_runs.csv", args.variant)
     rows: list[dict] = read_rows(runs) if args.resume and runs.exists() else []
     done = {(r["dataset"], int(r["split"]), r["model"]) for r in rows}
     for dataset in args.datasets:
@@ -156,14 +154,14 @@ def main(argv: list[str]) -> int:
                     row["error"] = row["error"] or ""
                 write_rows(rows, runs)
                 print(f"{dataset} split {k} {name}: {rows[-1].get('rmse')} {rows[-1]['error']}", flush=True)
-    figures = _figures(rows, args.datasets, args.models, folder)
+    figures = _figures(rows, args.datasets, args.models, args.variant)
     protocol = ("see the module docstring of benchmarks/calibration/calibration_study.py; "
                 + (f"training rows capped at {args.max_train}, " if args.max_train else "all training rows, ")
                 + (f"test rows capped at {args.max_test}; " if args.max_test else "all test rows; ")
                 + f"ExactGP only where n_train ≤ {args.exact_max}; mean ± standard error over splits")
     figure_lines = ["", "Reliability diagrams (observed against nominal coverage of central intervals, mean over "
-                    "splits, one curve per dataset): " + ", ".join(f"[{f}]({args.name}/{f})" for f in figures)]
+                    "splits, one curve per dataset): " + ", ".join(f"[{f}]({f})" for f in figures)]
     text = (header("Calibration study: every model with a posterior on UCI and Wilson sets", protocol)
             + "\n".join(_table(rows, args.datasets, args.models) + figure_lines) + "\n")
-    output_path(args.name, ".md").write_text(text)
+    output_path("calibration_study", ".md", args.variant).write_text(text)
     return 0

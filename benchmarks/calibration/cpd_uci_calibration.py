@@ -1,18 +1,18 @@
 """Calibration of a posterior model on the fixed 20 UCI splits, next to ExactGP (default: CPDKernelMachine).
 
-``--model rffnet`` runs RFFNet with its defaults (Bayesian last layer) instead, into ``rffnet_uci_calibration``.
+``--model rffnet`` runs RFFNet with its defaults (Bayesian last layer) instead, into ``cpd_uci_calibration_rffnet``.
 
 Protocol: the same fixed ``uci_gal`` splits as ``exact_gp_uci``; ``CPDKernelMachine()`` with its defaults
 (automatic rank 10/20/40, ℓ/σ_f²/σ² from an exact-GP marginal-likelihood fit on ≤ 1000 training points,
 λ = σ²/σ_f², automatic M ≤ 40, full ‖W‖² penalty, ≤ 10 ALS sweeps, block-diagonal Laplace variance
 "all_cores"), except ``out_of_box="clip"``: a few wine-red test rows lie far outside the training range
 (up to 2.6 half-ranges from the centre), where the default raises;
-metrics in original units. The ExactGP numbers are read from ``results/exact_gp_uci/runs.csv`` (same splits),
+metrics in original units. The ExactGP numbers are read from ``results/exact_gp_uci/exact_gp_uci_runs.csv`` (same splits),
 and the NLPD difference is taken split by split.
 
     python -m benchmarks cpd_uci_calibration                       # 5 sets × 20 splits
     python -m benchmarks cpd_uci_calibration --splits 0:3 --datasets yacht --uncertainty last_core
-    python -m benchmarks cpd_uci_calibration --model rffnet       # → results/rffnet_uci_calibration.md
+    python -m benchmarks cpd_uci_calibration --model rffnet       # → results/cpd_uci_calibration/cpd_uci_calibration_rffnet.md
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, header, output_path
+from benchmarks._common import header, output_path, write_comparison
 from tnbayes import CPDKernelMachine, RFFNet
 from tnbayes.compare import compare
 
@@ -31,7 +31,7 @@ DATASETS = ["yacht", "boston", "concrete", "energy", "wine-red"]
 
 
 def _exact_gp_runs() -> dict[tuple[str, int], dict[str, float]]:
-    path = RESULTS_DIR / "exact_gp_uci" / "runs.csv"
+    path = output_path("exact_gp_uci", "_runs.csv", committed=True)
     with open(path) as fh:
         return {(row["dataset"], int(row["split"])): {k: float(row[k]) for k in ("rmse", "nlpd", "coverage_95")}
                 for row in csv.DictReader(fh)}
@@ -44,9 +44,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--splits", default="all")
     parser.add_argument("--uncertainty", default="all_cores")
     parser.add_argument("--model", default="cpd", choices=["cpd", "rffnet"])
-    parser.add_argument("--name", default=None, help="output name (default <model>_uci_calibration)")
+    parser.add_argument("--variant", default=None, help="names the result (default: none for cpd, the model otherwise)")
     args = parser.parse_args(argv)
-    args.name = args.name or f"{args.model}_uci_calibration"
+    args.variant = ("" if args.model == "cpd" else args.model) if args.variant is None else args.variant
     exact = _exact_gp_runs()
     result = None
     for dataset in args.datasets:
@@ -96,10 +96,10 @@ def _write(result, exact, args) -> None:
     else:
         what = ("RFFNet() defaults (s = ⌊√n ln n⌋ ARD random features, block proximal Adam lr 1e-2, μ = 1e-4, early "
                 "stopping on 10% of the training rows; Bayesian last layer with prior and noise by marginal likelihood)")
-    protocol = (f"fixed uci_gal splits; {what}; ExactGP from results/exact_gp_uci/runs.csv on the same splits; "
+    protocol = (f"fixed uci_gal splits; {what}; ExactGP from results/exact_gp_uci/exact_gp_uci_runs.csv on the same splits; "
                 "mean ± standard error over splits; original units")
     title = {"cpd": "CPDKernelMachine", "rffnet": "RFFNet (Bayesian last layer)"}[args.model]
     text = header(f"{title} calibration on the UCI benchmark", protocol) + "\n".join(lines) + "\n" + summary
-    output_path(args.name, ".md").write_text(text)
-    result.write(str(output_path(args.name, "")))
+    output_path("cpd_uci_calibration", ".md", args.variant).write_text(text)
+    write_comparison(result, "cpd_uci_calibration", args.variant)
     print(text, flush=True)

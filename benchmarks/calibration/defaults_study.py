@@ -46,9 +46,9 @@ Protocol of this script:
   on which the model failed on every split counts as ΔNLPD = ∞), the fraction of sets whose mean coverage lies in
   [0.90, 0.98] (a set without a result counts as outside), and the number of failure fits.
 
-Output: ``results/<out>/runs.csv`` (one row per fit, rewritten after every fit; ``--resume`` keeps its rows and
-runs only what is missing), ``results/<out>.md`` (summary, rewritten after every fit) and ``results/<out>.png``
-(heatmap of ΔNLPD per model and set, failure cells marked).
+Output, in ``results/defaults_study/`` with stem ``defaults_study[_<variant>]``: ``<stem>_runs.csv`` (one row per
+fit, rewritten after every fit; ``--resume`` keeps its rows and runs only what is missing), ``<stem>.md`` (summary,
+rewritten after every fit) and ``<stem>.png`` (heatmap of ΔNLPD per model and set, failure cells marked).
 
     python -m benchmarks defaults_study                       # full: 16 sets, 3 splits, n_train ≤ 2000 (many hours)
     python -m benchmarks defaults_study --resume              # continue a stopped full run
@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import header, output_path, read_rows, subset_indices, write_rows
+from benchmarks._common import header, output_path, read_rows, subset_indices, variant_of, write_rows
 from tnbayes import datasets
 from tnbayes.compare import parse_splits
 
@@ -620,9 +620,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reference-timeout", type=float, default=3600.0,
                         help="hard limit of one scikit-learn fit (s)")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the fits in results/<out>/runs.csv and run only the missing ones (needs the same "
-                             "--max-train/--max-test)")
-    parser.add_argument("--out", default="defaults_study", help="name of the outputs under the results folder")
+                        help="keep the fits in results/defaults_study/defaults_study[_<variant>]_runs.csv and run only "
+                             "the missing ones (needs the same --max-train/--max-test)")
+    parser.add_argument("--variant", default="", help="names the outputs (e.g. n2000 → defaults_study_n2000.md)")
+    parser.add_argument("--out", default=None, help=argparse.SUPPRESS)  # the variant's old spelling: defaults_study_<variant>
     return parser.parse_args(argv)
 
 
@@ -640,14 +641,13 @@ def main(argv: list[str]) -> int:
     """Run the study; returns 0 (failed fits are results, not errors), 2 when ``--resume`` finds fits of other
     sizes."""
     args = _parse(argv)
-    folder = output_path(args.out, "")
-    folder.mkdir(exist_ok=True)
-    runs, summary, figure = folder / "runs.csv", output_path(args.out, ".md"), output_path(args.out, ".png")
+    variant = args.variant or variant_of("defaults_study", args.out)
+    runs, summary, figure = (output_path("defaults_study", suffix, variant) for suffix in ("_runs.csv", ".md", ".png"))
     rows: list[dict] = read_rows(runs) if args.resume and runs.exists() else []
     other = {(r["max_train"], r["max_test"]) for r in rows} - {(args.max_train, args.max_test)}
     if other:
         print(f"--resume: {runs} holds fits made with --max-train/--max-test {sorted(other)}, not "
-              f"{args.max_train}/{args.max_test}; use the same sizes or another --out", file=sys.stderr)
+              f"{args.max_train}/{args.max_test}; use the same sizes or another --variant", file=sys.stderr)
         return 2
     done = {(r["dataset"], int(r["split"]), r["model"]) for r in rows}
     protocol = ("see the module docstring of benchmarks/calibration/defaults_study.py; every model built with no arguments; "
@@ -660,7 +660,7 @@ def main(argv: list[str]) -> int:
 
     def write_outputs() -> None:
         write_rows([{key: r.get(key, "") for key in COLUMNS} for r in rows], runs)
-        summary.write_text(summary_markdown(rows, protocol, f"{args.out}.png"))
+        summary.write_text(summary_markdown(rows, protocol, figure.name))
         delta_figure(rows, figure)
 
     for dataset in args.datasets:

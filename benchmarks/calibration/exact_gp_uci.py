@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks._common import header, output_path, previous_rows
+from benchmarks._common import header, output_path, previous_rows, write_comparison
 from tnbayes.compare import ComparisonResult, compare
 
 #: independent reference runs (test RMSE, mean test log-likelihood), from the issue
@@ -63,5 +63,5 @@ def _write(result) -> None:
                 "Cholesky forced, ML-II on the distinct (x, y) records); mean ± standard error over splits; metrics in original units")
     text = header("ExactGP on the UCI benchmark", protocol) + "\n".join(lines) + "\n"
     output_path("exact_gp_uci", ".md").write_text(text)
-    result.write(str(output_path("exact_gp_uci", "")))
+    write_comparison(result, "exact_gp_uci")
     print(text, flush=True)

@@ -4,7 +4,8 @@ Protocol: the fixed ``uci_gal`` splits of concrete and energy (D = 8; 20 splits 
 its defaults (SE kernel, hyper-parameters by exact-GP marginal likelihood on ≤ 1000 training points, M from
 the lengthscales capped at 8, batches of 8 rows, correction rank ≤ 10 with randomized rounding, relative
 tolerance 1e-8) and ``HilbertGP(structure="additive")`` fitted here, split by split; the ExactGP and
-CPDKernelMachine rows are read from ``results/exact_gp_uci/runs.csv`` and ``results/cpd_uci_calibration/runs.csv``
+CPDKernelMachine rows are read from ``results/exact_gp_uci/exact_gp_uci_runs.csv`` and
+``results/cpd_uci_calibration/cpd_uci_calibration_runs.csv``
 (the same splits, defaults, measured in earlier runs — their fit times are from those runs). Metrics in
 original units; mean ± standard error over splits.
 
@@ -20,18 +21,19 @@ import math
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, header, output_path, read_rows, write_rows
+from benchmarks._common import header, output_path, read_rows, write_rows
 from tnbayes import HilbertGP, TTKalmanGP, datasets
 from tnbayes.compare import compare, parse_splits
 
 DATASETS = ["concrete", "energy"]
+#: table label -> (entry whose committed runs hold it, its model label there)
 STORED = {"ExactGP": ("exact_gp_uci", "exact_gp"), "CPD (Laplace)": ("cpd_uci_calibration", "cpd")}
 
 
 def _stored_rows() -> list[dict]:
     """The ExactGP and CPD rows of earlier runs, labelled as in the table."""
-    return [dict(row, model=label) for label, (folder, model) in STORED.items()
-            for row in read_rows(RESULTS_DIR / folder / "runs.csv") if row["model"] == model]
+    return [dict(row, model=label) for label, (entry, model) in STORED.items()
+            for row in read_rows(output_path(entry, "_runs.csv", committed=True)) if row["model"] == model]
 
 
 def _cell(values: list[float], digits: int = 3) -> str:
@@ -60,10 +62,8 @@ def _write(rows: list[dict], stored: list[dict], args: argparse.Namespace) -> No
     protocol = ("see the module docstring of benchmarks/calibration/tt_kalman_uci.py (TTKalmanGP and additive HilbertGP "
                 "fitted in this run; ExactGP and CPD rows from earlier runs on the same splits)")
     text = header("Primal TT Kalman filter on D = 8 UCI sets", protocol) + "\n".join(lines) + "\n"
-    output_path(args.name, ".md").write_text(text)
-    folder = output_path(args.name, "")
-    folder.mkdir(exist_ok=True)
-    write_rows(rows, folder / "runs.csv")
+    output_path("tt_kalman_uci", ".md", args.variant).write_text(text)
+    write_rows(rows, output_path("tt_kalman_uci", "_runs.csv", args.variant))
 
 
 def main(argv: list[str]) -> int:
@@ -71,12 +71,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks tt_kalman_uci")
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
     parser.add_argument("--splits", default="all")
-    parser.add_argument("--name", default="tt_kalman_uci")
+    parser.add_argument("--variant", default="", help="names the result: tt_kalman_uci_<variant>.md")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the splits already in results/<name>/runs.csv and fit only the missing ones")
+                        help="keep the splits already in results/tt_kalman_uci/tt_kalman_uci[_<variant>]_runs.csv and "
+                             "fit only the missing ones")
     args = parser.parse_args(argv)
     models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
-    runs = output_path(args.name, "") / "runs.csv"
+    runs = output_path("tt_kalman_uci", "_runs.csv", args.variant)
     rows: list[dict] = read_rows(runs) if args.resume and runs.exists() else []
     done = {(r["dataset"], int(r["split"])) for r in rows}
     stored = _stored_rows()

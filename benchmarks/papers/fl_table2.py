@@ -18,7 +18,7 @@ Both models run in the same process, one after the other, so the time ratio is m
     python -m benchmarks fl_table2                       # Table 2, all five sets (add --regularization for Table 1)
     python -m benchmarks fl_table2 --only yacht --splits 2
     python -m benchmarks fl_table2 --no-baseline         # the regularisation table only
-    python -m benchmarks fl_table2 --summarize benchmarks/results/fl_table2/runs.csv   # tables from saved rows
+    python -m benchmarks fl_table2 --summarize benchmarks/results/fl_table2/fl_table2_runs.csv   # tables from saved rows
 """
 
 from __future__ import annotations
@@ -148,14 +148,18 @@ def _tables(rows: list[dict], source: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _variant(*parts: str) -> str:
+    """The result's variant: its non-empty parts joined by "_" ("regularization_partial" …)."""
+    return "_".join(part for part in parts if part)
+
+
 def _summarize(path: str) -> int:
     """Write the tables from saved runs.csv files (comma-separated; e.g. a stopped run plus a later one)."""
     rows = [row for one in str(path).split(",") for row in read_rows(one)]
     complete = {n for n in SETS if len({r["split"] for r in rows if r["dataset"] == n}) == 10} == set(SETS)
-    name = ("fl_table2" if any(r["model"] == "CV" for r in rows) else "fl_regularization") + \
-        ("" if complete else "_partial")
+    variant = _variant("" if any(r["model"] == "CV" for r in rows) else "regularization", "" if complete else "partial")
     text = _tables(rows, path)
-    output_path(name, ".md").write_text(text)
+    output_path("fl_table2", ".md", variant).write_text(text)
     print(text)
     return 0
 
@@ -179,19 +183,17 @@ def main(argv: list[str]) -> int:
     complete = args.splits == 10 and set(args.only) == set(SETS) and args.epochs == EPOCHS
     if args.no_baseline:
         args.regularization = True
-        name = "fl_regularization" + ("" if complete else "_partial")
+        variant = _variant("regularization", "" if complete else "partial", args.tag)
     else:
-        name = ("fl_table2" if complete else "fl_table2_partial") + ("_with_regularization" if args.regularization else "")
-    name += f"_{args.tag}" if args.tag else ""
-    folder = output_path(name, "")
-    folder.mkdir(exist_ok=True)
+        variant = _variant("" if complete else "partial", "with_regularization" if args.regularization else "", args.tag)
+    runs = output_path("fl_table2", "_runs.csv", variant)
     rows: list[dict] = []
     for dataset in args.only:
         for k in range(args.first_split, args.splits):
             rows.extend(_run(dataset, k, args.regularization, baseline=not args.no_baseline, epochs=args.epochs))
-            write_rows(rows, folder / "runs.csv")
-            text = _tables(rows, f"results/{name}/runs.csv")
-            output_path(name, ".md").write_text(text)  # rewritten after every split
+            write_rows(rows, runs)
+            text = _tables(rows, f"results/fl_table2/{runs.name}")
+            output_path("fl_table2", ".md", variant).write_text(text)  # rewritten after every split
             print(f"{dataset} split {k} done", flush=True)
     print(text, flush=True)
     return 0

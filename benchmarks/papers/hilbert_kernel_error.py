@@ -11,7 +11,7 @@ absolute error of the approximate kernel matrix (201 equispaced points, unit var
 
 Usage::
 
-    python benchmarks/papers/hilbert_kernel_error.py [--output benchmarks/results/hilbert_kernel_error.md]
+    python -m benchmarks hilbert_kernel_error [--output PATH]   # default: results/hilbert_kernel_error/hilbert_kernel_error.md
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=None,
-                        help="Markdown file to write (default: hilbert_kernel_error.md in the results folder)")
+                        help="Markdown file to write (default: hilbert_kernel_error/hilbert_kernel_error.md in the results folder)")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()

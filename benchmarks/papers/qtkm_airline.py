@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         inside = np.all((Xte >= Xtr.min(axis=0)) & (Xte <= Xtr.max(axis=0)), axis=1)
         Xte, yte = Xte[inside], yte[inside]
     var = float(np.var(ytr))
-    name = "qtkm_airline" if not args.n_train else f"qtkm_airline_{args.n_train}"
+    variant = str(args.n_train) if args.n_train else ""
     lines = ["| model | R | parameters | test MSE (std. y) | NLPD (minutes) | 95% coverage | fit s | s / sweep | "
              "sweeps | final objective |", "|---|---|---|---|---|---|---|---|---|---|"]
     protocol = (f"fixed airline split, N train {len(ytr)}, N test {len(yte)}"
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
                 f"λ = {PENALTY:g} (penalty N·λ‖W‖², raw features), at most {args.sweeps} sweeps (tol 1e-8); "
                 "MSE on standardised y")
     if args.append:
-        lines += table_rows(name)
+        lines += table_rows("qtkm_airline", variant)
     runs = [(TKM, r) for r in args.tkm_ranks] + [(QTKM, r) for r in args.qtkm_ranks]
     for cls, rank in runs:
         model = cls(rank=rank, num_basis=NUM_BASIS, period=PERIOD, penalty=PENALTY, normalize_features=False,
@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
         print(lines[-1], flush=True)
         notes = ("\n\nThe paper's airline MSE values did not survive the text conversion; it reports QTKM as the best "
                  "model of its table (ahead of T-KRR and SVIGP) with about half the parameters of the unquantized "
-                 "model. T-KRR (CPDKernelMachine, M = 40, Hilbert-GP features) on the same split: see cpd_airline.md.\n")
+                 "model. T-KRR (CPDKernelMachine, M = 40, Hilbert-GP features) on the same split: see cpd_airline/cpd_airline.md.\n")
         text = header("QTKM vs TKM on airline", protocol) + "\n".join(lines) + notes
-        output_path(name, ".md").write_text(text)
+        output_path("qtkm_airline", ".md", variant).write_text(text)
     print(text, flush=True)
     return 0

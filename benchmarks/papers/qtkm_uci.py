@@ -14,7 +14,7 @@ coverage of the Laplace predictive (``uncertainty="all_cores"``).
 
     python -m benchmarks qtkm_uci                      # all five sets (about 40 minutes on 2 cores)
     python -m benchmarks qtkm_uci --only yacht --splits 2
-    python -m benchmarks qtkm_uci --resume benchmarks/results/qtkm_uci/runs.csv   # continue an interrupted run
+    python -m benchmarks qtkm_uci --resume benchmarks/results/qtkm_uci/qtkm_uci_runs.csv   # continue a stopped run
 """
 
 from __future__ import annotations
@@ -129,17 +129,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--resume", default=None,
                         help="runs.csv of an interrupted run of this script (same code); its splits are not re-fitted")
     args = parser.parse_args(argv)
-    name = "qtkm_uci" if args.splits == 10 and list(args.only) == list(DATASETS) else "qtkm_uci_partial"
-    folder = output_path(name, "")
-    folder.mkdir(exist_ok=True)
+    variant = "" if args.splits == 10 and list(args.only) == list(DATASETS) else "partial"
+    runs = output_path("qtkm_uci", "_runs.csv", variant)
+    figure = output_path("qtkm_uci", ".png", variant)
     done = read_rows(args.resume) if args.resume else []
     rows: list[dict] = []
     for dataset in args.only:
-        _run(dataset, args.splits, done, rows, lambda: write_rows(rows, folder / "runs.csv"))
-    protocol = "see the module docstring of benchmarks/papers/qtkm_uci.py; per-split rows in results/" + name + "/runs.csv"
+        _run(dataset, args.splits, done, rows, lambda: write_rows(rows, runs))
+    protocol = f"see the module docstring of benchmarks/papers/qtkm_uci.py; per-split rows in results/qtkm_uci/{runs.name}"
     text = header("QTKM vs TKM at equal parameter counts (UCI)", protocol) + "\n".join(_summary(rows)) + \
-        f"\n\nFigure (test MSE against the number of parameters): {name}.png\n"
-    output_path(name, ".md").write_text(text)
-    _figure(rows, output_path(name, ".png"))
+        f"\n\nFigure (test MSE against the number of parameters): {figure.name}\n"
+    output_path("qtkm_uci", ".md", variant).write_text(text)
+    _figure(rows, figure)
     print(text)
     return 0

@@ -144,8 +144,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tune", action="store_true", help="choose (lr, μ) on the validation set over a grid")
     parser.add_argument("--resume", default=None, help="runs.csv of an interrupted run; its rows are reused")
     args = parser.parse_args(argv)
-    folder = output_path("rffnet_table2", "")
-    folder.mkdir(exist_ok=True)
+    runs = output_path("rffnet_table2", "_runs.csv")
     done = read_rows(args.resume) if args.resume else []
     rows: list[dict] = [r for r in done if r["dataset"] not in args.only]  # other sets' rows stay in the table
 
@@ -175,7 +174,7 @@ def main(argv: list[str]) -> int:
         print(f"{name} {kind} split {k} n {len(ytr)}: network MSE {err_net.mean():.4g}, Bayes {err_bayes.mean():.4g}, "
               f"coverage {report['coverage_95']:.3f}, top-5 {[j + 1 for j in top5]}, {seconds:.0f} s, "
               f"{model.epochs_} epochs", flush=True)
-        write_rows(rows, folder / "runs.csv")
+        write_rows(rows, runs)
 
     for name in args.only:
         for k in range(1 if name in RELEVANT else args.splits):
@@ -185,14 +184,14 @@ def main(argv: list[str]) -> int:
                 run(name, 0, "size", n_train)
             table_row = [r for r in rows if r["dataset"] == name and r["kind"] == "table" and int(r["split"]) == 0]
             rows.extend({**r, "kind": "size"} for r in table_row)
-    write_rows(rows, folder / "runs.csv")
+    write_rows(rows, runs)
     protocol = ("see the module docstring of benchmarks/papers/rffnet_table2.py; "
                 f"{'(lr, μ) tuned on the validation set' if args.tune else 'package defaults'}; per-run rows in "
-                "results/rffnet_table2/runs.csv; ± is the authors' band 2·SE of the test squared errors")
+                "results/rffnet_table2/rffnet_table2_runs.csv; ± is the authors' band 2·SE of the test squared errors")
     text = (header("RFFNet: the paper's Table 2", protocol) + "\n".join(_table(rows)) +
             "\n\nSample-size study (scaled relevances per input for n = "
             + ", ".join(str(n) for n in sorted(set(args.sizes) | {args.table_n})) + "): rffnet_table2_sizes.png\n")
     output_path("rffnet_table2", ".md").write_text(text)
-    _figure(rows, output_path("rffnet_table2_sizes", ".png"))
+    _figure(rows, output_path("rffnet_table2", "_sizes.png"))
     print(text)
     return 0

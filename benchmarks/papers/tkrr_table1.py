@@ -163,6 +163,6 @@ def main(argv: list[str]) -> int:
                 "uncertainty off (MAP only); 10 ALS sweeps")
     text = header("T-KRR Table 1 (Wesel & Batselier 2021)", protocol) + "\n".join(rows) + "\n\n" + "\n\n".join(
         "- " + n for n in notes) + "\n"
-    output_path("tkrr_table1_isotropic" if args.isotropic else "tkrr_table1", ".md").write_text(text)
+    output_path("tkrr_table1", ".md", "isotropic" if args.isotropic else "").write_text(text)
     print(text, flush=True)
     return 0

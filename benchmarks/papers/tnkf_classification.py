@@ -252,10 +252,10 @@ def _write(args: argparse.Namespace, lines: list[str], notes: list[str], echo: b
         suffix += "_rows" + "_".join(str(r) for r in args.adult_rows)
     if args.untruncated_only:
         suffix += "_untruncated"
-    name = "tnkf_classification" + ("_" + "_".join(args.tasks) if len(args.tasks) == 1 else "") + suffix
+    variant = ("_".join(args.tasks) if len(args.tasks) == 1 else "") + suffix
     text = header("TNKF classification (two spirals, Adult)", protocol) + "\n".join(lines) + "\n"
     if notes:
         text += "\n" + "\n".join(notes) + "\n"
-    output_path(name, ".md").write_text(text)
+    output_path("tnkf_classification", ".md", variant.strip("_")).write_text(text)
     if echo:
         print(text, flush=True)

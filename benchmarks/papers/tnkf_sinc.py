@@ -64,10 +64,10 @@ def main(argv: list[str]) -> int:
         print(lines[-1], flush=True)
     protocol = ("noisy sinc, equally spaced grids over [-2.2, 2.2], noise std 0.1 on training and test targets; "
                 "configurations as in the module docstring; RMSE against noisy test targets")
-    name = "tnkf_sinc" if args.n_train == 2**14 else f"tnkf_sinc_{args.n_train}"
-    text = header("TNKF on the noisy sinc", protocol) + "\n".join(lines) + "\n\nFigure: " + name + ".png\n"
-    output_path(name, ".md").write_text(text)
-    _figure(data, posteriors, output_path(name, ".png"))
+    variant = "" if args.n_train == 2**14 else str(args.n_train)
+    text = header("TNKF on the noisy sinc", protocol) + "\n".join(lines) + "\n\nFigure: " + output_path("tnkf_sinc", ".png", variant).name + "\n"
+    output_path("tnkf_sinc", ".md", variant).write_text(text)
+    _figure(data, posteriors, output_path("tnkf_sinc", ".png", variant))
     print(text)
     return 0
 

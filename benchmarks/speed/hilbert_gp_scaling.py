@@ -112,9 +112,9 @@ def main(argv: list[str]) -> int:
     protocol = ("1-D toy-sin data, noise std 0.1, 10^4 test points; HilbertGP() and ExactGP() defaults; "
                 "step = one negative-MLL evaluation + gradient at the fitted hyper-parameters; ratios from the same run")
     text = header("HilbertGP vs ExactGP: cost against N (1-D)", protocol) + "\n".join(lines) + "\n"
-    name = "hilbert_gp_scaling_quick" if args.quick else "hilbert_gp_scaling"
-    output_path(name, ".md").write_text(text)
-    with open(output_path(name, ".csv"), "w", newline="") as fh:
+    variant = "quick" if args.quick else ""
+    output_path("hilbert_gp_scaling", ".md", variant).write_text(text)
+    with open(output_path("hilbert_gp_scaling", ".csv", variant), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

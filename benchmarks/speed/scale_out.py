@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import header, output_path
+from benchmarks._common import header, output_path, variant_of
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "distributed_fit.py"
@@ -153,7 +153,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-airline", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--name", default="scale_out")
+    parser.add_argument("--variant", default="", help="names the result (e.g. airline → results/scale_out/scale_out_airline.md)")
+    parser.add_argument("--name", default=None, help=argparse.SUPPRESS)  # the variant's old spelling: scale_out_<variant>
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     if args.worker:
@@ -196,6 +197,6 @@ def main(argv: list[str]) -> int:
         lines.append("")
     protocol = "see the module docstring of benchmarks/speed/scale_out.py"
     text = header("Scale-out: out-of-core airline and data-parallel throughput", protocol) + "\n".join(lines)
-    output_path(args.name, ".md").write_text(text)
+    output_path("scale_out", ".md", args.variant or variant_of("scale_out", args.name)).write_text(text)
     print(text)
     return 0

@@ -98,9 +98,9 @@ def main(argv: list[str]) -> int:
         print(by_rank[-1], flush=True)
     protocol = (f"noisy sinc; TNKF() hyper-parameters fitted once per N (not timed); first {args.rows} rows; "
                 f"default truncation {DEFAULT_TRUNCATION}; dense Kalman filter on min(rows, 50) rows, float64")
-    name = "tnkf_speed_quick" if args.quick else "tnkf_speed"
+    variant = "quick" if args.quick else ""
     text = (header("TNKF cost per row", protocol) + "\n".join(by_size)
             + f"\n\nCovariance rank cap at N = {n}:\n\n" + "\n".join(by_rank) + "\n")
-    output_path(name, ".md").write_text(text)
+    output_path("tnkf_speed", ".md", variant).write_text(text)
     print(text)
     return 0

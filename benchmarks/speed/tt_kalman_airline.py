@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     Xtr, ytr, Xte, yte = airline_split(args.n_train)
     Xte, yte = Xte[: args.n_test], yte[: args.n_test]
     var = float(np.var(ytr))
-    name = "tt_kalman_airline" if args.n_train == 100_000 else f"tt_kalman_airline_{args.n_train}"
+    variant = "" if args.n_train == 100_000 else str(args.n_train)
     keys = ["tt", "hilbert", "cpd", "exact"]
     models = {
         f"TTKalmanGP (M ≤ {args.num_basis}, rank ≤ {args.rank})": (TTKalmanGP(max_num_basis=args.num_basis,
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
     lines = ["| model | N train | test MSE (std. y) | NLPD | 95% coverage | 95% width | fit s |",
              "|---|---|---|---|---|---|---|"]
     if args.append:
-        lines += table_rows(name)
+        lines += table_rows("tt_kalman_airline", variant)
     protocol = (f"first {len(ytr)} rows of the fixed airline training set, first {len(yte)} test rows; "
                 "see the module docstring of benchmarks/speed/tt_kalman_airline.py")
     for label, (model, rows) in models.items():
@@ -78,6 +78,6 @@ def main(argv: list[str]) -> int:
                      f"{report['interval_width_95']:.1f} | {seconds:.0f} |")
         print(lines[-1], flush=True)
         text = header("Primal TT Kalman filter on airline", protocol) + "\n".join(lines) + "\n"
-        output_path(name, ".md").write_text(text)
+        output_path("tt_kalman_airline", ".md", variant).write_text(text)
     print(text)
     return 0
