@@ -6,7 +6,9 @@ table; regression: ℓ and λ = σ²/σ_f² from an exact-GP marginal-likelihood
 classification: ℓ = mean standard deviation of the [0, 1]-scaled inputs, λ = 1e-5, misclassification rate.
 The published numbers use the diagonal penalty λ Σ_r Π_d ‖w_r^(d)‖²; we report it and the full ‖W‖².
 Box: ``c`` = 2 for classification (T-KRR's box: data in [0, 1], L = 1 around 0.5); test inputs outside the
-training box are clipped to it (count reported); regression uses the default rule for c.
+training box are clipped to it (count reported); regression uses the default rule for c. Each dataset runs
+through :func:`tnbayes.compare` (these random splits as its ``load``, MAP fits without a posterior, the paper's
+metric as a column).
 
     python -m benchmarks tkrr_table1                 # everything (about 15 minutes on 2 cores)
     python -m benchmarks tkrr_table1 --only yacht --splits 2
@@ -15,12 +17,12 @@ training box are clipped to it (count reported); regression uses the default rul
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-from benchmarks._common import header, output_path
+from benchmarks._common import Split, header, output_path, random_split
 from tnbayes import CPDKernelClassifier, CPDKernelMachine, HilbertGP, datasets
+from tnbayes.compare import RunContext, compare
 
 #: dataset -> (M, R, published T-KRR mean, std, published KRR mean or None)
 PAPER = {
@@ -31,18 +33,11 @@ PAPER = {
 }
 
 
-def _split(name: str, k: int):
+def _split(name: str, k: int) -> Split:
     if name in ("yacht", "energy"):  # fixed-split sets: draw the paper's random 90/10 split from all rows
-        first = datasets.load(name, split=0)
-        X = np.vstack([first.X_train, first.X_test])
-        y = np.concatenate([first.y_train, first.y_test])
-        rng = np.random.default_rng(k)
-        perm = rng.permutation(len(y))
-        n_test = int(round(0.1 * len(y)))
-        te, tr = perm[:n_test], perm[n_test:]
-        return X[tr], y[tr], X[te], y[te]
+        return random_split(name, k, 0.1)
     s = datasets.load(name, split=k, test_fraction=0.1)
-    return s.X_train, s.y_train, s.X_test, s.y_test
+    return Split(s.X_train, s.y_train, s.X_test, s.y_test)
 
 
 def _clip_to_box(model, X):
@@ -51,71 +46,122 @@ def _clip_to_box(model, X):
     return clipped, int((clipped != X).sum())
 
 
+def _run(name: str, splits: int, models: dict, columns, report) -> list[dict]:
+    """The paper's protocol through :func:`tnbayes.compare`: its random splits, MAP fits only (no posterior),
+    the paper's metric as a column, one line printed per split; returns the rows."""
+    return compare(models, [name], list(range(splits)), load=_split, predictive=False, columns=columns,
+                   progress=False, on_split=report).rows
+
+
+def _of(rows: list[dict], label: str, key: str) -> list:
+    return [r[key] for r in rows if r["model"] == label]
+
+
+def _standardised_mse(run: RunContext, model, post) -> dict:
+    """Test MSE over the variance of the training targets, test inputs clipped to the model's box."""
+    Xc, n_clipped = _clip_to_box(model, run.data.X_test)
+    mse = float(np.mean((model.predict(Xc) - run.data.y_test) ** 2)) / float(np.var(run.data.y_train))
+    return {"mse": mse, "clipped": n_clipped}
+
+
+def _error_rate(run: RunContext, model, post) -> dict:
+    """Misclassification rate, test inputs clipped to the classifier's box."""
+    Xc, n_clipped = _clip_to_box(model, run.data.X_test)
+    return {"error_rate": float(np.mean(model.predict(Xc) != run.data.y_test)), "clipped": n_clipped}
+
+
 def _regression(name: str, splits: int, ard: bool = True) -> dict:
     M, R = PAPER[name][:2]
-    out = {"diagonal": [], "full": [], "seconds": [], "clipped": 0}
-    for k in range(splits):
-        Xtr, ytr, Xte, yte = _split(name, k)
-        scale2 = float(np.var(ytr))
-        t0 = time.perf_counter()
-        diag = CPDKernelMachine(rank=R, num_basis=M, regularizer="diagonal", uncertainty="none",
-                                hyper_max_points=len(ytr), ard=ard, seed=k).fit(Xtr, ytr)
-        out["seconds"].append(time.perf_counter() - t0)
-        fixed = dict(lengthscale=diag.lengthscale_.tolist(), outputscale=diag.outputscale_,
-                     noise_variance=diag.noise_variance_)
-        full = CPDKernelMachine(rank=R, num_basis=M, regularizer="full", uncertainty="none", seed=k, **fixed).fit(Xtr, ytr)
-        for key, model in (("diagonal", diag), ("full", full)):
-            Xc, n_clipped = _clip_to_box(model, Xte)
-            out["clipped"] += n_clipped if key == "diagonal" else 0
-            out[key].append(float(np.mean((model.predict(Xc) - yte) ** 2)) / scale2)
-        print(f"{name} split {k}: MSE diag {out['diagonal'][-1]:.4f} full {out['full'][-1]:.4f} "
-              f"({out['seconds'][-1]:.1f} s)", flush=True)
-    return out
+
+    def diagonal(run: RunContext) -> CPDKernelMachine:
+        return CPDKernelMachine(rank=R, num_basis=M, regularizer="diagonal", uncertainty="none",
+                                hyper_max_points=len(run.data.y_train), ard=ard, seed=run.split)
+
+    def full(run: RunContext) -> CPDKernelMachine:  # the diagonal fit's hyper-parameters, the full ‖W‖² penalty
+        diag = run.fitted["diagonal"]
+        return CPDKernelMachine(rank=R, num_basis=M, regularizer="full", uncertainty="none", seed=run.split,
+                                lengthscale=diag.lengthscale_.tolist(), outputscale=diag.outputscale_,
+                                noise_variance=diag.noise_variance_)
+
+    def report(dataset: str, k: int, rows: list[dict]) -> None:
+        diag, full_ = rows
+        print(f"{name} split {k}: MSE diag {diag['mse']:.4f} full {full_['mse']:.4f} "
+              f"({diag['fit_seconds']:.1f} s)", flush=True)
+
+    rows = _run(name, splits, {"diagonal": diagonal, "full": full}, _standardised_mse, report)
+    return {"diagonal": _of(rows, "diagonal", "mse"), "full": _of(rows, "full", "mse"),
+            "seconds": _of(rows, "diagonal", "fit_seconds"), "clipped": sum(_of(rows, "diagonal", "clipped"))}
 
 
 def _classification(name: str, splits: int) -> dict:
     M, R = PAPER[name][:2]
-    out = {"diagonal": [], "full": [], "seconds": [], "clipped": 0}
-    for k in range(splits):
-        Xtr, ytr, Xte, yte = _split(name, k)
-        params = CPDKernelClassifier.paper_hyperparameters(Xtr)
-        for key in ("diagonal",):  # the published variant only (each fit sweeps 57 cores of 400 unknowns)
-            t0 = time.perf_counter()
-            clf = CPDKernelClassifier(rank=R, num_basis=M, c=2.0, regularizer=key, uncertainty="none", seed=k,
-                                      **params).fit(Xtr, ytr)
-            if key == "diagonal":
-                out["seconds"].append(time.perf_counter() - t0)
-            Xc, n_clipped = _clip_to_box(clf, Xte)
-            out["clipped"] += n_clipped if key == "diagonal" else 0
-            out[key].append(float(np.mean(clf.predict(Xc) != yte)))
-        print(f"{name} split {k}: error diag {out['diagonal'][-1]:.4f}", flush=True)
-    return out
+
+    def diagonal(run: RunContext) -> CPDKernelClassifier:
+        # the published variant only (each fit sweeps 57 cores of 400 unknowns)
+        params = CPDKernelClassifier.paper_hyperparameters(run.data.X_train)
+        return CPDKernelClassifier(rank=R, num_basis=M, c=2.0, regularizer="diagonal", uncertainty="none",
+                                   seed=run.split, **params)
+
+    def report(dataset: str, k: int, rows: list[dict]) -> None:
+        print(f"{name} split {k}: error diag {rows[0]['error_rate']:.4f}", flush=True)
+
+    rows = _run(name, splits, {"diagonal": diagonal}, _error_rate, report)
+    return {"diagonal": _of(rows, "diagonal", "error_rate"), "full": [],
+            "seconds": _of(rows, "diagonal", "fit_seconds"), "clipped": sum(_of(rows, "diagonal", "clipped"))}
+
+
+class _OnSigns:
+    """A regressor fitted on the ±1 coding of two class labels (``classes[1]`` → +1), as an LS classifier is."""
+
+    def __init__(self, regressor, classes) -> None:
+        self.regressor, self.classes = regressor, classes
+
+    def fit(self, X, y) -> "_OnSigns":
+        self.regressor.fit(X, np.where(y == self.classes[1], 1.0, -1.0))
+        return self
+
+
+def _banana_settings(X_train) -> tuple[list[float], float]:
+    """ℓ = 1/2 on [0, 1]-scaled inputs (in the units of X) and the paper's λ."""
+    params = CPDKernelClassifier.paper_hyperparameters(X_train)
+    span, std = X_train.max(0) - X_train.min(0), X_train.std(0)
+    return (0.5 * span / std).tolist(), params["penalty"]
 
 
 def _banana(splits: int, rank: int = 6, M: int = 12) -> dict:
     """T-KRR (R = 6) against the full Hilbert-GP (M² = 144 weights) with the paper's fixed ℓ = 1/2, λ = 1e-5."""
-    out = {"tkrr": [], "hilbert": [], "agreement": []}
-    for k in range(splits):
-        Xtr, ytr, Xte, yte = _split("banana", k)
-        params = CPDKernelClassifier.paper_hyperparameters(Xtr)
-        span, std = Xtr.max(0) - Xtr.min(0), Xtr.std(0)
-        lengthscale = (0.5 * span / std).tolist()  # ℓ = 1/2 on [0, 1]-scaled inputs
-        clf = CPDKernelClassifier(rank=rank, num_basis=M, c=2.0, lengthscale=lengthscale, penalty=params["penalty"],
-                                  uncertainty="none", max_sweeps=30, seed=k).fit(Xtr, ytr)
-        signs = np.where(ytr == clf.classes_[1], 1.0, -1.0)
+
+    def tkrr(run: RunContext) -> CPDKernelClassifier:
+        lengthscale, penalty = _banana_settings(run.data.X_train)
+        return CPDKernelClassifier(rank=rank, num_basis=M, c=2.0, lengthscale=lengthscale, penalty=penalty,
+                                   uncertainty="none", max_sweeps=30, seed=run.split)
+
+    def hilbert(run: RunContext) -> _OnSigns:
+        lengthscale, penalty = _banana_settings(run.data.X_train)
         dense = HilbertGP(num_basis=M, c=2.0, structure="product", lengthscale=lengthscale, outputscale=1.0,
-                          noise_variance=params["penalty"], mean_constant=0.0, normalize_y=False).fit(Xtr, signs)
+                          noise_variance=penalty, mean_constant=0.0, normalize_y=False)
+        return _OnSigns(dense, run.fitted["tkrr"].classes_)
+
+    def columns(run: RunContext, model, post) -> dict:
+        clf, Xte, yte = run.fitted.get("tkrr", model), run.data.X_test, run.data.y_test
         Xc, _ = _clip_to_box(clf, Xte)
+        pred_t = clf.predict(Xc)
+        if run.label == "tkrr":
+            return {"error_rate": float(np.mean(pred_t != yte))}
+        dense = model.regressor
         low, high = dense.basis_.center - dense.basis_.L, dense.basis_.center + dense.basis_.L
         Xd = np.clip(Xte, *(b.numpy() * dense.x_scaler_.scale_.numpy() + dense.x_scaler_.shift_.numpy() for b in (low, high)))
-        pred_t = clf.predict(Xc)
         pred_h = clf.classes_[(dense.predict(Xd) > 0).astype(int)]
-        out["tkrr"].append(float(np.mean(pred_t != yte)))
-        out["hilbert"].append(float(np.mean(pred_h != yte)))
-        out["agreement"].append(float(np.mean(pred_t == pred_h)))
-        print(f"banana split {k}: T-KRR {out['tkrr'][-1]:.4f} Hilbert-GP {out['hilbert'][-1]:.4f} "
-              f"agreement {out['agreement'][-1]:.4f}", flush=True)
-    return out
+        return {"error_rate": float(np.mean(pred_h != yte)), "agreement": float(np.mean(pred_t == pred_h))}
+
+    def report(dataset: str, k: int, rows: list[dict]) -> None:
+        t, h = rows
+        print(f"banana split {k}: T-KRR {t['error_rate']:.4f} Hilbert-GP {h['error_rate']:.4f} "
+              f"agreement {h['agreement']:.4f}", flush=True)
+
+    rows = _run("banana", splits, {"tkrr": tkrr, "hilbert": hilbert}, columns, report)
+    return {"tkrr": _of(rows, "tkrr", "error_rate"), "hilbert": _of(rows, "hilbert", "error_rate"),
+            "agreement": _of(rows, "hilbert", "agreement")}
 
 
 def _fmt(values) -> str:
