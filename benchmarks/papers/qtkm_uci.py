@@ -10,7 +10,8 @@ upper edge and both models overfit),
 chosen once per split and shared by both models; equal parameter budgets R_QTKM = R_TKM · M / (2 log2 M)
 = 2 R_TKM; ALS until a sweep changes the objective by < 1e-7 (at most 50 sweeps; the paper runs "a very
 large number of iterations", its count lost in conversion). Test MSE on y standardised with training statistics; also NLPD and 95%
-coverage of the Laplace predictive (``uncertainty="all_cores"``).
+coverage of the Laplace predictive (``uncertainty="all_cores"``). The fits run through :func:`tnbayes.compare`
+(these random splits as its ``load``; the later models of a split take λ and P from its first fit).
 
     python -m benchmarks qtkm_uci                      # all five sets (about 40 minutes on 2 cores)
     python -m benchmarks qtkm_uci --only yacht --splits 2
@@ -20,12 +21,13 @@ coverage of the Laplace predictive (``uncertainty="all_cores"``).
 from __future__ import annotations
 
 import argparse
-import time
+from functools import partial
 
 import numpy as np
 
 from benchmarks._common import header, output_path, random_split, read_rows, write_rows
-from tnbayes import QTKM, TKM, metrics
+from tnbayes import QTKM, TKM
+from tnbayes.compare import RunContext, compare
 
 DATASETS = ("yacht", "airfoil", "concrete", "energy", "wine-red")
 TKM_RANKS = (2, 4, 8, 16)
@@ -34,39 +36,62 @@ NUM_BASIS = 16
 MAX_SWEEPS = 50
 
 
+def _model(cls: type, rank: int, first: str | None, run: RunContext):
+    """One model of a split; the first one chooses λ and P by cross-validation, the others reuse its choice."""
+    kwargs = dict(rank=rank, num_basis=NUM_BASIS, max_sweeps=MAX_SWEEPS, tol=1e-7, seed=run.split)
+    if first is None:
+        kwargs["hyper_max_points"] = len(run.data.y_train)
+    else:
+        kwargs.update(penalty=run.fitted[first].penalty_, period=run.fitted[first].period_)
+    return cls(**kwargs)
+
+
+def _models() -> dict:
+    """Label -> factory: TKM and QTKM at each equal parameter budget, TKM first (R_QTKM = 2 R_TKM)."""
+    models, first = {}, None
+    for tkm_rank in TKM_RANKS:
+        for cls, rank in ((TKM, tkm_rank), (QTKM, 2 * tkm_rank)):
+            label = f"{cls.__name__} R={rank}"
+            models[label] = partial(_model, cls, rank, first)
+            first = first or label
+    return models
+
+
+def _columns(run: RunContext, model, post) -> dict:
+    return {"rank": model.rank, "parameters": model.num_parameters, "penalty": model.penalty_,
+            "period": model.period_, "y_std": float(np.std(run.data.y_train))}
+
+
+def _paper_row(row: dict) -> dict:
+    """A compare row → this table's row: MSE and NLPD on y standardised with the training statistics."""
+    scale = row["y_std"]
+    return {"dataset": row["dataset"], "split": row["split"], "model": row["model"].split()[0], "rank": row["rank"],
+            "parameters": row["parameters"], "mse": row["rmse"] ** 2 / scale**2, "nlpd": row["nlpd"] - np.log(scale),
+            "coverage_95": row["coverage_95"], "penalty": row["penalty"], "period": row["period"],
+            "seconds": row["fit_seconds"]}
+
+
 def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split) -> None:
     """Append the rows of every split of ``name`` to ``rows`` (those in ``done`` are reused); ``on_split()``
-    after each split."""
-    for k in range(splits):
-        previous = [r for r in done if r["dataset"] == name and int(r["split"]) == k]
-        if previous:  # resumed from an earlier (interrupted) run of this same script
-            rows.extend(previous)
-            continue
-        Xtr, ytr, Xte, yte = random_split(name, k, 0.1)
-        # test inputs outside the training range are allowed up to P/2 (checked by the model)
-        scale = float(np.std(ytr))
-        shared = None
-        for tkm_rank in TKM_RANKS:
-            for cls, rank in ((TKM, tkm_rank), (QTKM, 2 * tkm_rank)):
-                kwargs = dict(rank=rank, num_basis=NUM_BASIS, max_sweeps=MAX_SWEEPS, tol=1e-7, seed=k)
-                if shared is None:
-                    kwargs["hyper_max_points"] = len(ytr)
-                else:
-                    kwargs.update(shared)
-                start = time.perf_counter()
-                model = cls(**kwargs).fit(Xtr, ytr)
-                seconds = time.perf_counter() - start
-                if shared is None:
-                    shared = {"penalty": model.penalty_, "period": model.period_}
-                post = model.posterior(Xte)
-                report = metrics.evaluate(post, yte)
-                rows.append({"dataset": name, "split": k, "model": cls.__name__, "rank": rank,
-                             "parameters": model.num_parameters, "mse": report["rmse"] ** 2 / scale**2,
-                             "nlpd": report["nlpd"] - np.log(scale), "coverage_95": report["coverage_95"],
-                             "penalty": model.penalty_, "period": model.period_, "seconds": seconds})
-            print(f"{name} split {k} R_TKM {tkm_rank}: TKM {rows[-2]['mse']:.4f} QTKM {rows[-1]['mse']:.4f} "
-                  f"(λ {shared['penalty']:g}, P {shared['period']:g})", flush=True)
+    after each split. The fits run through :func:`tnbayes.compare` on the paper's random splits."""
+    reused = [r for r in done if r["dataset"] == name and int(r["split"]) < splits]  # an earlier (stopped) run
+    todo = [k for k in range(splits) if not any(int(r["split"]) == k for r in reused)]
+    rows.extend(reused)
+
+    def split_done(dataset: str, k: int, split_rows: list[dict]) -> None:
+        new = [_paper_row(r) for r in split_rows]
+        rows.extend(new)
+        for tkm, qtkm in zip(new[::2], new[1::2]):
+            print(f"{name} split {k} R_TKM {tkm['rank']}: TKM {tkm['mse']:.4f} QTKM {qtkm['mse']:.4f} "
+                  f"(λ {tkm['penalty']:g}, P {tkm['period']:g})", flush=True)
         on_split()
+
+    if todo:
+        # test inputs outside the training range are allowed up to P/2 (checked by the model)
+        compare(_models(), [name], todo, load=lambda dataset, k: random_split(dataset, k, 0.1), columns=_columns,
+                progress=False, on_split=split_done)
+    mine = [r for r in rows if r["dataset"] == name]
+    rows[len(rows) - len(mine):] = sorted(mine, key=lambda r: int(r["split"]))  # split order, as run in one go
 
 
 def _summary(rows: list[dict]) -> list[str]:
