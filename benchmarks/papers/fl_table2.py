@@ -14,6 +14,8 @@ red + white, 6497 rows); P = 8 periods θ ∈ {10, 2, 128, 25, 64, 600, 2000, 10
 - Regularisation table (``--regularization``): FL with L1, L2 and the fixed norm, each with and without λ ≥ 0.
 
 Both models run in the same process, one after the other, so the time ratio is measured under the same load.
+Every split runs through :func:`tnbayes.compare` (these random splits as its ``load``; no posterior; the MSE on
+standardised y, the families kept and the chosen θ as columns).
 
     python -m benchmarks fl_table2                       # Table 2, all five sets (add --regularization for Table 1)
     python -m benchmarks fl_table2 --only yacht --splits 2
@@ -24,12 +26,12 @@ Both models run in the same process, one after the other, so the time ratio is m
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from benchmarks._common import header, output_path, random_split, read_rows, write_rows
 from tnbayes import FeatureLearningKM, datasets
+from tnbayes.compare import RunContext, compare
 from tnbayes.models.fl import DEFAULT_FL_PERIODS, cross_validate_period
 
 #: name -> (tnbayes dataset, M, R)
@@ -51,42 +53,80 @@ def _mse(model, X, y, mean: float, std: float) -> float:
     return float(np.mean(((model.predict(X) - y) / std) ** 2))
 
 
-def _run(name: str, k: int, regularization_table: bool, baseline: bool = True, epochs: int = EPOCHS) -> list[dict]:
+def _split(name: str, k: int):
+    return random_split(SETS[name][0], k, 0.2)
+
+
+class _CrossValidatedPeriod:
+    """The baseline: θ by 3 folds × 2 repeats over the FL θ set, then the single-period model (no λ) refitted on
+    the whole training set; ``fit`` is the whole procedure, so its time includes every CV fit."""
+
+    def __init__(self, seed: int, **common) -> None:
+        self.seed, self.common = seed, common
+
+    def fit(self, X, y) -> "_CrossValidatedPeriod":
+        self.period_, _, _ = cross_validate_period(X, y, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=self.seed,
+                                                   **self.common)
+        self.model_ = FeatureLearningKM(periods=[self.period_], regularization="none", initial_weights="ones",
+                                        uncertainty="none", seed=self.seed, **self.common).fit(X, y)
+        return self
+
+    def predict(self, X):
+        return self.model_.predict(X)
+
+
+def _models(name: str, regularization_table: bool, baseline: bool, epochs: int) -> dict:
+    """Label -> (model, regularization, nonnegative, factory), in the order they run on each split."""
     _, M, R = SETS[name]
-    Xtr, ytr, Xte, yte = random_split(SETS[name][0], k, 0.2)
-    mean, std = float(np.mean(ytr)), float(np.std(ytr))
     # a few test rows lie far beyond the training range (wine: up to 1.2 ranges); they are clipped to it
     common = dict(rank=R, num_basis=M, alpha=ALPHA, epochs=epochs, out_of_box="clip", normalize_features=False)
-    rows = []
-    start = time.perf_counter()
-    fl = FeatureLearningKM(beta=BETA, regularization="l1", uncertainty="none", seed=k, **common).fit(Xtr, ytr)
-    fl_seconds = time.perf_counter() - start
-    rows.append({"dataset": name, "split": k, "model": "FL", "regularization": "l1", "nonnegative": False,
-                 "mse": _mse(fl, Xte, yte, mean, std), "seconds": fl_seconds,
-                 "active": len(fl.active_families_), "period": ""})
+
+    def fl(regularization: str, nonnegative: bool):
+        def factory(run: RunContext) -> FeatureLearningKM:
+            return FeatureLearningKM(beta=BETA, regularization=regularization, nonnegative=nonnegative,
+                                     uncertainty="none", seed=run.split, **common)
+        return factory
+
+    models = {"FL": ("FL", "l1", False, fl("l1", False))}
     if baseline:
-        start = time.perf_counter()
-        best, table, _ = cross_validate_period(Xtr, ytr, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=k, **common)
-        cv = FeatureLearningKM(periods=[best], regularization="none", initial_weights="ones", uncertainty="none",
-                               seed=k, **common).fit(Xtr, ytr)
-        cv_seconds = time.perf_counter() - start
-        rows.append({"dataset": name, "split": k, "model": "CV", "regularization": "none", "nonnegative": False,
-                     "mse": _mse(cv, Xte, yte, mean, std), "seconds": cv_seconds, "active": 1, "period": best})
-        print(f"{name} split {k}: FL {rows[-2]['mse']:.4f} ({fl_seconds:.1f} s, {rows[-2]['active']} families) "
-              f"CV {rows[-1]['mse']:.4f} ({cv_seconds:.1f} s, θ = {best:g})", flush=True)
+        models["CV"] = ("CV", "none", False, lambda run: _CrossValidatedPeriod(run.split, **common))
     if regularization_table:
         for regularization in ("l1", "l2", "fixed_norm"):
             for nonnegative in (False, True):
                 if regularization == "l1" and not nonnegative:
                     continue  # the FL row above
-                start = time.perf_counter()
-                model = FeatureLearningKM(beta=BETA, regularization=regularization, nonnegative=nonnegative,
-                                          uncertainty="none", seed=k, **common).fit(Xtr, ytr)
-                rows.append({"dataset": name, "split": k, "model": "FL", "regularization": regularization,
-                             "nonnegative": nonnegative, "mse": _mse(model, Xte, yte, mean, std),
-                             "seconds": time.perf_counter() - start, "active": len(model.active_families_),
-                             "period": ""})
-    return rows
+                label = f"FL {regularization}" + (" (P)" if nonnegative else "")
+                models[label] = ("FL", regularization, nonnegative, fl(regularization, nonnegative))
+    return models
+
+
+def _run(name: str, splits: list[int], regularization_table: bool, baseline: bool, epochs: int, on_split) -> None:
+    """Fit every model on each split through :func:`tnbayes.compare`; ``on_split(k, rows)`` gets the table rows
+    (dataset, split, model, regularization, nonnegative, mse, seconds, active, period) of each split."""
+    models = _models(name, regularization_table, baseline, epochs)
+
+    def columns(run: RunContext, model, post) -> dict:
+        ytr = run.data.y_train
+        mse = _mse(model, run.data.X_test, run.data.y_test, float(np.mean(ytr)), float(np.std(ytr)))
+        if isinstance(model, _CrossValidatedPeriod):
+            return {"mse": mse, "active": 1, "period": model.period_}
+        return {"mse": mse, "active": len(model.active_families_), "period": ""}
+
+    def split_done(dataset: str, k: int, split_rows: list[dict]) -> None:
+        rows = []
+        for row in split_rows:
+            model, regularization, nonnegative, _ = models[row["model"]]
+            rows.append({"dataset": name, "split": k, "model": model, "regularization": regularization,
+                         "nonnegative": nonnegative, "mse": row["mse"], "seconds": row["fit_seconds"],
+                         "active": row["active"], "period": row["period"]})
+        if baseline:
+            fl, cv = rows[0], rows[1]
+            print(f"{name} split {k}: FL {fl['mse']:.4f} ({fl['seconds']:.1f} s, {fl['active']} families) "
+                  f"CV {cv['mse']:.4f} ({cv['seconds']:.1f} s, θ = {cv['period']:g})", flush=True)
+        on_split(k, rows)
+
+    compare({label: spec[3] for label, spec in models.items()}, [name], splits, load=_split, predictive=False,
+            columns=columns, progress=False, on_split=split_done)
 
 
 def _table2(rows: list[dict]) -> list[str]:
@@ -188,12 +228,16 @@ def main(argv: list[str]) -> int:
         variant = _variant("" if complete else "partial", "with_regularization" if args.regularization else "", args.tag)
     runs = output_path("fl_table2", "_runs.csv", variant)
     rows: list[dict] = []
+
+    def split_done(k: int, split_rows: list[dict]) -> None:
+        rows.extend(split_rows)
+        write_rows(rows, runs)
+        output_path("fl_table2", ".md", variant).write_text(_tables(rows, f"results/fl_table2/{runs.name}"))
+        print(f"{split_rows[0]['dataset']} split {k} done", flush=True)  # tables rewritten after every split
+
+    splits = list(range(args.first_split, args.splits))
     for dataset in args.only:
-        for k in range(args.first_split, args.splits):
-            rows.extend(_run(dataset, k, args.regularization, baseline=not args.no_baseline, epochs=args.epochs))
-            write_rows(rows, runs)
-            text = _tables(rows, f"results/fl_table2/{runs.name}")
-            output_path("fl_table2", ".md", variant).write_text(text)  # rewritten after every split
-            print(f"{dataset} split {k} done", flush=True)
-    print(text, flush=True)
+        if splits:
+            _run(dataset, splits, args.regularization, not args.no_baseline, args.epochs, split_done)
+    print(_tables(rows, f"results/fl_table2/{runs.name}"), flush=True)
     return 0
