@@ -10,7 +10,9 @@ stopping, per-mini-batch alternation) except the learning rate, 1e-2 instead of 
 docstring); optionally (``--tune``) μ and the learning rate by the validation set's MSE over a grid, as the paper
 does (its grid: lr ∈ {1e-5 … 1e-2} × μ ∈ {1e-7 … 1e-1}; ``--tune`` uses lr ∈ {1e-3, 1e-2} × μ ∈ {1e-6, 1e-4, 1e-2}).
 Test MSE of the trained network (the paper's predictor) and of the Bayesian last layer's mean, both with the
-authors' band 2·SE of the squared errors; the paper's band is the same statistic on its single split.
+authors' band 2·SE of the squared errors; the paper's band is the same statistic on its single split. Each
+(set, kind, size) runs through :func:`tnbayes.compare` (these splits as its ``load``, the paper's metrics as
+columns).
 
     python -m benchmarks rffnet_table2                        # the four sets + the sample-size figure
     python -m benchmarks rffnet_table2 --only comp-activ --splits 3
@@ -22,11 +24,13 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from benchmarks._common import header, output_path, read_rows, write_rows
-from tnbayes import RFFNet, datasets, metrics
+from tnbayes import RFFNet, datasets
+from tnbayes.compare import RunContext, compare
 from tnbayes.datasets.synthetic import make_se1, make_se2
 
 #: the paper's Table 2: (MSE, band = 2·SE of the squared errors), train rows, relevant inputs (0-based)
@@ -39,37 +43,80 @@ PAPER = {
 SIZES = {"ailerons": (11_000, 1_000, 1_000), "comp-activ": (6_000, 1_000, 1_000)}
 RELEVANT = {"se1": [0, 2, 6, 7, 8], "se2": [10, 11, 12, 13, 14]}
 GRID = [(lr, mu) for lr in (1e-3, 1e-2) for mu in (1e-6, 1e-4, 1e-2)]
+#: the columns of runs.csv, in order
+COLUMNS = ("dataset", "kind", "split", "n_train", "p", "mse_network", "band_network", "mse_bayes", "band_bayes",
+           "coverage_95", "nlpd", "validation_mse", "learning_rate", "penalty", "seconds", "epochs", "best_epoch",
+           "top5_exact", "scaled_relevances")
 
 
-def _split(name: str, k: int, n_train: int | None = None):
+class _Split(NamedTuple):
+    """Training, validation and test rows of one split."""
+
+    X_train: Any
+    y_train: Any
+    X_val: Any
+    y_val: Any
+    X_test: Any
+    y_test: Any
+
+
+def _split(name: str, k: int, n_train: int | None = None) -> _Split:
     if name in ("se1", "se2"):
         maker = make_se1 if name == "se1" else make_se2
         s = maker(n_train=n_train or 50_000, n_val=2_000, n_test=2_000, seed=k)
-        return s.X_train, s.y_train, s.X_val, s.y_val, s.X_test, s.y_test
+        return _Split(s.X_train, s.y_train, s.X_val, s.y_val, s.X_test, s.y_test)
     first = datasets.load(name, split=0)
     X = np.vstack([first.X_train, first.X_test])
     y = np.concatenate([first.y_train, first.y_test])
     n_tr, n_val, n_te = SIZES[name]
     perm = np.random.default_rng(k).permutation(len(y))
     test, val, train = perm[:n_te], perm[n_te:n_te + n_val], perm[n_te + n_val:n_te + n_val + n_tr]
-    return X[train], y[train], X[val], y[val], X[test], y[test]
+    return _Split(X[train], y[train], X[val], y[val], X[test], y[test])
 
 
-def _fit(Xtr, ytr, Xval, yval, tune: bool, seed: int):
-    """Fit with the defaults, or the best of GRID by validation MSE of the trained network."""
-    candidates = GRID if tune else [(None, None)]
-    best = None
-    for lr, mu in candidates:
-        kwargs = {"seed": seed}
-        if lr is not None:
-            kwargs.update(learning_rate=lr, penalty=mu)
-        start = time.perf_counter()
-        model = RFFNet(**kwargs).fit(Xtr, ytr)
-        seconds = time.perf_counter() - start
-        val_mse = float(np.mean((model.predict_network(Xval) - yval) ** 2))
-        if best is None or val_mse < best[1]:
-            best = (model, val_mse, seconds)
-    return best
+class _ValidationTuned:
+    """RFFNet with the defaults, or (``tune``) the best of GRID by the validation MSE of the trained network;
+    keeps the chosen network (``model_``), its validation MSE and its own fit time (``seconds_``)."""
+
+    def __init__(self, X_val, y_val, tune: bool, seed: int) -> None:
+        self.X_val, self.y_val, self.tune, self.seed = X_val, y_val, tune, seed
+
+    def fit(self, X, y) -> "_ValidationTuned":
+        best = None
+        for lr, mu in GRID if self.tune else [(None, None)]:
+            kwargs = {"seed": self.seed}
+            if lr is not None:
+                kwargs.update(learning_rate=lr, penalty=mu)
+            start = time.perf_counter()
+            model = RFFNet(**kwargs).fit(X, y)
+            seconds = time.perf_counter() - start
+            val_mse = float(np.mean((model.predict_network(self.X_val) - self.y_val) ** 2))
+            if best is None or val_mse < best[1]:
+                best = (model, val_mse, seconds)
+        self.model_, self.validation_mse_, self.seconds_ = best
+        return self
+
+    def posterior(self, X):
+        return self.model_.posterior(X)
+
+
+def _columns(kind: str, run: RunContext, tuned: _ValidationTuned, post) -> dict:
+    """The paper's metrics of one run: MSE of the network and of the Bayesian last layer's mean with the
+    authors' band, the relevances and what the fit chose."""
+    model, Xte, yte = tuned.model_, run.data.X_test, run.data.y_test
+    err_net = (model.predict_network(Xte) - yte) ** 2
+    err_bayes = (post.mean.numpy() - yte) ** 2
+    top5 = sorted(np.argsort(-model.scaled_relevances_)[:5].tolist())
+    return {
+        "kind": kind, "p": run.data.X_train.shape[1],
+        "mse_network": float(err_net.mean()), "band_network": _band(err_net),
+        "mse_bayes": float(err_bayes.mean()), "band_bayes": _band(err_bayes), "validation_mse": tuned.validation_mse_,
+        "learning_rate": model.learning_rate, "penalty": model.penalty, "seconds": tuned.seconds_,
+        "epochs": model.epochs_, "best_epoch": model.best_epoch_,
+        "top5_exact": run.dataset in RELEVANT and top5 == RELEVANT[run.dataset],
+        "scaled_relevances": " ".join(f"{v:.4f}" for v in model.scaled_relevances_),
+        "top5": [j + 1 for j in top5],  # printed, not stored
+    }
 
 
 def _band(errors: np.ndarray) -> float:
@@ -148,40 +195,35 @@ def main(argv: list[str]) -> int:
     done = read_rows(args.resume) if args.resume else []
     rows: list[dict] = [r for r in done if r["dataset"] not in args.only]  # other sets' rows stay in the table
 
-    def run(name: str, k: int, kind: str, n_train: int | None = None) -> None:
-        previous = [r for r in done if r["dataset"] == name and r["kind"] == kind and int(r["split"]) == k
-                    and (n_train is None or int(r["n_train"]) == n_train)]
-        if previous:
-            rows.extend(previous)
-            return
-        Xtr, ytr, Xval, yval, Xte, yte = _split(name, k, n_train)
-        model, val_mse, seconds = _fit(Xtr, ytr, Xval, yval, args.tune, seed=k)
-        post = model.posterior(Xte)
-        report = metrics.evaluate(post, yte)
-        err_net = (model.predict_network(Xte) - yte) ** 2
-        err_bayes = (post.mean.numpy() - yte) ** 2
-        top5 = sorted(np.argsort(-model.scaled_relevances_)[:5].tolist())
-        rows.append({
-            "dataset": name, "kind": kind, "split": k, "n_train": len(ytr), "p": Xtr.shape[1],
-            "mse_network": float(err_net.mean()), "band_network": _band(err_net),
-            "mse_bayes": float(err_bayes.mean()), "band_bayes": _band(err_bayes),
-            "coverage_95": report["coverage_95"], "nlpd": report["nlpd"], "validation_mse": val_mse,
-            "learning_rate": model.learning_rate, "penalty": model.penalty, "seconds": seconds,
-            "epochs": model.epochs_, "best_epoch": model.best_epoch_,
-            "top5_exact": name in RELEVANT and top5 == RELEVANT[name],
-            "scaled_relevances": " ".join(f"{v:.4f}" for v in model.scaled_relevances_),
-        })
-        print(f"{name} {kind} split {k} n {len(ytr)}: network MSE {err_net.mean():.4g}, Bayes {err_bayes.mean():.4g}, "
-              f"coverage {report['coverage_95']:.3f}, top-5 {[j + 1 for j in top5]}, {seconds:.0f} s, "
-              f"{model.epochs_} epochs", flush=True)
+    def split_done(dataset: str, k: int, split_rows: list[dict]) -> None:
+        row = {key: split_rows[0][key] for key in COLUMNS}
+        rows.append(row)
+        print(f"{dataset} {row['kind']} split {k} n {row['n_train']}: network MSE {row['mse_network']:.4g}, "
+              f"Bayes {row['mse_bayes']:.4g}, coverage {row['coverage_95']:.3f}, top-5 {split_rows[0]['top5']}, "
+              f"{row['seconds']:.0f} s, {row['epochs']} epochs", flush=True)
         write_rows(rows, runs)
 
+    def run(name: str, splits: range, kind: str, n_train: int | None = None) -> None:
+        """The splits of one (set, kind, size) through :func:`tnbayes.compare`; those in ``--resume`` are reused."""
+        todo = []
+        for k in splits:
+            previous = [r for r in done if r["dataset"] == name and r["kind"] == kind and int(r["split"]) == k
+                        and (n_train is None or int(r["n_train"]) == n_train)]
+            rows.extend(previous)
+            todo += [] if previous else [k]
+        if todo:
+            def tuned(run: RunContext) -> _ValidationTuned:
+                return _ValidationTuned(run.data.X_val, run.data.y_val, args.tune, seed=run.split)
+
+            compare({"RFFNet": tuned}, [name], todo, load=lambda dataset, k: _split(dataset, k, n_train),
+                    columns=lambda run, model, post: _columns(kind, run, model, post), progress=False,
+                    on_split=split_done)
+
     for name in args.only:
-        for k in range(1 if name in RELEVANT else args.splits):
-            run(name, k, "table", args.table_n if name in RELEVANT else None)
+        run(name, range(1 if name in RELEVANT else args.splits), "table", args.table_n if name in RELEVANT else None)
         if name in RELEVANT:
             for n_train in args.sizes:
-                run(name, 0, "size", n_train)
+                run(name, range(1), "size", n_train)
             table_row = [r for r in rows if r["dataset"] == name and r["kind"] == "table" and int(r["split"]) == 0]
             rows.extend({**r, "kind": "size"} for r in table_row)
     write_rows(rows, runs)
