@@ -91,3 +91,18 @@ def test_compare_runs_a_benchmark_protocol(tmp_path):
     assert set(paths) == {"runs", "summary_csv", "summary_json", "summary_md"}
     with pytest.raises(ValueError, match="Unknown dataset"):
         tnbayes.compare(models, ["my-sine"], [0], progress=False)  # without its loader the name is unknown
+
+
+def test_output_path_names_every_file_after_its_entry(tmp_path, monkeypatch):
+    from benchmarks._common import RESULTS_DIR, output_path, variant_of
+
+    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(tmp_path))
+    assert output_path("qtkm_uci", ".md") == tmp_path / "qtkm_uci" / "qtkm_uci.md"
+    assert output_path("qtkm_uci", "_runs.csv", "partial") == tmp_path / "qtkm_uci" / "qtkm_uci_partial_runs.csv"
+    assert (tmp_path / "qtkm_uci").is_dir()
+    committed = output_path("exact_gp_uci", "_runs.csv", committed=True)
+    assert committed == RESULTS_DIR / "exact_gp_uci" / "exact_gp_uci_runs.csv" and committed.is_file()
+    # the output names of results written before the entry folders still select the same files
+    assert variant_of("scale_out", "scale_out_airline") == "airline"
+    assert variant_of("defaults_study", "defaults_study") == variant_of("defaults_study", None) == ""
+    assert variant_of("defaults_study", "n300") == "n300"
