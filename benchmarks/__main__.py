@@ -7,38 +7,29 @@ import sys
 
 from benchmarks._common import default_data_dir
 
-#: entry name -> module in this package with a ``main(argv) -> int`` function
-ENTRIES = {
-    "cpd_airline": "benchmarks.cpd_airline",
-    "cpd_speed": "benchmarks.cpd_speed",
-    "cpd_uci_calibration": "benchmarks.cpd_uci_calibration",
-    "exact_gp_uci": "benchmarks.exact_gp_uci",
-    "tkrr_table1": "benchmarks.tkrr_table1",
-    "qtkm_uci": "benchmarks.qtkm_uci",
-    "qtkm_spectrum": "benchmarks.qtkm_spectrum",
-    "qtkm_airline": "benchmarks.qtkm_airline",
-    "fl_table2": "benchmarks.fl_table2",
-    "engine_grouping": "benchmarks.engine_grouping",
-    "rffnet_table2": "benchmarks.rffnet_table2",
-    "tnkf_sinc": "benchmarks.tnkf_sinc",
-    "tt_kalman_uci": "benchmarks.tt_kalman_uci",
-    "tt_kalman_cost": "benchmarks.tt_kalman_cost",
-    "tt_kalman_airline": "benchmarks.tt_kalman_airline",
-    "tnkf_speed": "benchmarks.tnkf_speed",
-    "tnkf_classification": "benchmarks.tnkf_classification",
-    "hilbert_gp_scaling": "benchmarks.hilbert_gp_scaling",
-    "hilbert_kernel_error": "benchmarks.hilbert_kernel_error",
-    "scale_out": "benchmarks.scale_out",
-    "calibration_study": "benchmarks.calibration_study",
-    "defaults_study": "benchmarks.defaults_study",
-    "suite": "benchmarks.suite",
+#: group -> its entries; each entry is the module ``benchmarks.<group>.<entry>`` with a ``main(argv) -> int``
+#: (what goes where, and why: benchmarks/README.md)
+GROUPS: dict[str, tuple[str, ...]] = {
+    # a paper's table or figure, next to its published numbers
+    "papers": ("tkrr_table1", "cpd_airline", "qtkm_uci", "qtkm_spectrum", "qtkm_airline", "fl_table2", "rffnet_table2",
+               "tnkf_sinc", "tnkf_classification", "hilbert_kernel_error"),
+    # time, memory and cost per data point as the problem grows
+    "speed": ("cpd_speed", "engine_grouping", "tnkf_speed", "tt_kalman_cost", "tt_kalman_airline",
+              "hilbert_gp_scaling", "scale_out"),
+    # predictive accuracy and calibration (NLPD, coverage) against ExactGP on fixed splits
+    "calibration": ("exact_gp_uci", "cpd_uci_calibration", "tt_kalman_uci", "calibration_study", "defaults_study"),
 }
+#: entry name -> module with a ``main(argv) -> int`` function (``suite`` runs all the others)
+ENTRIES = {**{name: f"benchmarks.{group}.{name}" for group, names in GROUPS.items() for name in names},
+           "suite": "benchmarks.suite"}
 
 
 def main(argv: list[str]) -> int:
     """Dispatch to one benchmark entry."""
     if not argv or argv[0] in ("-h", "--help", "--list"):
-        print("usage: python -m benchmarks NAME [--full] [...]\n\nentries:\n  " + "\n  ".join(sorted(ENTRIES)))
+        groups = "".join(f"\n{group}:\n  " + "\n  ".join(names) + "\n" for group, names in GROUPS.items())
+        print("usage: python -m benchmarks NAME [...]   (python -m benchmarks suite [--only NAME ...] runs them all)\n"
+              + groups)
         return 0
     name, rest = argv[0], argv[1:]
     if name not in ENTRIES:

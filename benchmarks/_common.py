@@ -1,4 +1,8 @@
-"""Shared helpers of the benchmark scripts: result headers and output paths."""
+"""Shared helpers of the benchmark entries: where results go, their headers, splits and CSV rows.
+
+Every result file of an entry lies in ``<results>/<entry>/`` and is named after the entry:
+``<entry>[_<variant>]<suffix>`` (see :func:`output_path`, the one place that decides it).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 
@@ -20,6 +25,43 @@ RESULTS_ENV = "TNBAYES_BENCH_RESULTS"
 def results_dir() -> Path:
     """Where entries write: ``$TNBAYES_BENCH_RESULTS`` when set, else ``benchmarks/results``."""
     return Path(os.environ[RESULTS_ENV]) if os.environ.get(RESULTS_ENV) else RESULTS_DIR
+
+
+def output_path(entry: str, suffix: str, variant: str = "", *, committed: bool = False) -> Path:
+    """The path of one result file of an entry: ``<root>/<entry>/<entry>[_<variant>]<suffix>``.
+
+    Parameters
+    ----------
+    entry : str
+        The entry's name (its module and its name in ``benchmarks.__main__.ENTRIES``).
+    suffix : str
+        What follows the stem: ``".md"`` (the table), ``".png"``, ``".csv"``, ``"_runs.csv"`` (one row per
+        fit), ``"_sizes.png"`` …
+    variant : str
+        Names a configuration other than the entry's full default (``"quick"``, ``"50000"``, ``"partial"``,
+        ``"isotropic"``); "" for the default.
+    committed : bool
+        Read a committed result (root ``benchmarks/results``, e.g. another entry's runs) instead of the
+        folder this run writes to (root :func:`results_dir`, whose entry folder is created).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    root = RESULTS_DIR if committed else results_dir()
+    folder = root / entry
+    if not committed:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{entry}{'_' + variant if variant else ''}{suffix}"
+
+
+def variant_of(entry: str, name: str | None) -> str:
+    """The variant named by an old-style output name (``--name``/``--out`` of results written before the
+    entry folders): ``"scale_out_airline"`` → ``"airline"``, ``"scale_out"`` → ``""``; a name that does not
+    start with the entry's is the variant itself."""
+    if not name or name == entry:
+        return ""
+    return name[len(entry) + 1:] if name.startswith(entry + "_") else name
 
 
 def default_data_dir() -> None:
@@ -58,11 +100,11 @@ def header(title: str, protocol: str) -> str:
             f"- protocol: {protocol}\n\n")
 
 
-def output_path(name: str, suffix: str) -> Path:
-    """``<results_dir()>/<name><suffix>``, creating the folder."""
-    folder = results_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{name}{suffix}"
+def write_comparison(result, entry: str, variant: str = "") -> dict[str, str]:
+    """Write a :class:`tnbayes.compare.ComparisonResult` beside the entry's table: ``<stem>_runs.csv`` and
+    ``<stem>_summary.{csv,json,md}`` (stem = ``<entry>[_<variant>]``); returns kind -> path."""
+    stem = output_path(entry, "", variant)
+    return result.write(stem.parent, prefix=stem.name + "_")
 
 
 def _from_csv(value: str):
@@ -92,22 +134,22 @@ def write_rows(rows: list[dict], path) -> None:
         writer.writerows(rows)
 
 
-def table_rows(name: str) -> list[str]:
-    """Body rows (``| … |`` lines minus header and separator) of the Markdown table in ``results/<name>.md``;
-    [] when it does not exist. Lets a stopped run continue with ``--append``."""
-    path = output_path(name, ".md")
+def table_rows(entry: str, variant: str = "") -> list[str]:
+    """Body rows (``| … |`` lines minus header and separator) of the Markdown table of an entry's earlier run
+    (:func:`output_path` ``.md``); [] when it does not exist. Lets a stopped run continue with ``--append``."""
+    path = output_path(entry, ".md", variant)
     if not path.exists():
         return []
     lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
     return [line for line in lines[1:] if not line.startswith("|---")]
 
 
-def previous_rows(name: str, exclude_datasets: list[str]) -> list[dict]:
-    """Rows of ``results/<name>/runs.csv`` from an earlier run, minus the datasets being re-run.
+def previous_rows(entry: str, exclude_datasets: list[str], variant: str = "") -> list[dict]:
+    """Rows of an entry's earlier run (``<entry>[_<variant>]_runs.csv``), minus the datasets being re-run.
 
     Numeric fields are converted back to numbers. Returns [] when there is no earlier run.
     """
-    path = results_dir() / name / "runs.csv"
+    path = output_path(entry, "_runs.csv", variant)
     if not path.exists():
         return []
     return [row for row in read_rows(path) if row["dataset"] not in exclude_datasets]
@@ -123,7 +165,16 @@ def subset_indices(n: int, size: int | None, seed: int):
     return np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
 
 
-def random_split(name: str, k: int, test_fraction: float):
+class Split(NamedTuple):
+    """One train/test split; unpacks as ``Xtr, ytr, Xte, yte`` and is what :func:`tnbayes.compare` loads."""
+
+    X_train: Any
+    y_train: Any
+    X_test: Any
+    y_test: Any
+
+
+def random_split(name: str, k: int, test_fraction: float) -> Split:
     """All rows of a tnbayes dataset split at random (``numpy.random.default_rng(k)``) → Xtr, ytr, Xte, yte."""
     import numpy as np
 
@@ -135,7 +186,7 @@ def random_split(name: str, k: int, test_fraction: float):
     perm = np.random.default_rng(k).permutation(len(y))
     n_test = int(round(test_fraction * len(y)))
     test, train = perm[:n_test], perm[n_test:]
-    return X[train], y[train], X[test], y[test]
+    return Split(X[train], y[train], X[test], y[test])
 
 
 def airline_split(n_train: int | None = None):

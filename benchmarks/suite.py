@@ -1,13 +1,14 @@
 """The whole benchmark suite from one command: every entry in its small configuration (or its full one).
 
 Each entry's default arguments are its *full* configuration (the paper's protocol or the complete study; the
-committed results under ``benchmarks/results/`` come from those, see ``docs/benchmarks.md``). The *small*
-configuration below runs every entry at reduced size — all of them together in under 30 minutes on a 2-core
-machine — and writes to ``benchmarks/results/small/`` so the committed full results are not overwritten. The
-*smoke* configuration (tiny sizes) is what the test suite runs for every entry.
+committed results under ``benchmarks/results/<entry>/`` come from those, see ``benchmarks/README.md`` and
+``docs/benchmarks.md``). The *small* configuration below runs every entry at reduced size — all of them together
+in under 30 minutes on a 2-core machine — and writes to ``benchmarks/results/small/<entry>/`` so the committed
+full results are not overwritten. The *smoke* configuration (tiny sizes) is what the test suite runs for every
+entry.
 
-    python -m benchmarks suite                  # small configuration of every entry → results/small/
-    python -m benchmarks suite --full           # every entry with its defaults → results/ (many hours)
+    python -m benchmarks suite                  # small configuration of every entry → results/small/<entry>/
+    python -m benchmarks suite --full           # every entry with its defaults → results/<entry>/ (many hours)
     python -m benchmarks suite --only tnkf_sinc cpd_speed
 """
 

@@ -1,16 +1,40 @@
 """Every benchmark entry runs end to end at tiny sizes (its smoke configuration in benchmarks/suite.py) and
-writes a Markdown result with a table; the suite knows every entry."""
+writes a Markdown result with a table into ``results/<entry>/``, every file named after the entry; the suite and
+the groups know every entry; ``tnbayes.compare`` runs what the paper entries need."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.__main__ import ENTRIES
+from pathlib import Path
+
+from benchmarks.__main__ import ENTRIES, GROUPS
 from benchmarks.suite import CONFIGS, run_entry
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_every_entry_has_a_suite_configuration():
     assert set(ENTRIES) - {"suite"} == set(CONFIGS)
+
+
+def test_every_entry_module_is_in_its_group_and_the_readme():
+    modules = {path.stem: path.parent.name for path in BENCHMARKS.glob("*/*.py") if not path.stem.startswith("_")}
+    assert modules == {name: group for group, names in GROUPS.items() for name in names}
+    readme = (BENCHMARKS / "README.md").read_text()
+    for group, names in GROUPS.items():
+        for name in names:
+            assert f"`{name}`" in readme and f"results/{name}/" in readme, name
+
+
+def test_committed_results_lie_in_their_entry_folder():
+    """``results/<entry>/<entry>…`` (and ``results/small/<entry>/<entry>…`` for the suite's small run)."""
+    for root in (BENCHMARKS / "results", BENCHMARKS / "results" / "small"):
+        for path in root.iterdir():
+            if path.name == "small":
+                continue
+            assert path.is_dir() and path.name in ENTRIES, path
+            assert all(f.name.startswith(path.name) for f in path.iterdir()), sorted(path.iterdir())
 
 
 @pytest.mark.slow
@@ -20,6 +44,65 @@ def test_entry_smoke_run(name, tmp_path, monkeypatch):
     monkeypatch.setenv("TNBAYES_SCALE_OUT_DIR", str(tmp_path / "scale_out_work"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     run_entry(name, CONFIGS[name][1])
-    written = sorted(tmp_path.glob("*.md"))
+    results = [path for path in tmp_path.iterdir() if path.name != "scale_out_work"]
+    assert [path.name for path in results] == [name], f"{name} wrote outside results/{name}/: {results}"
+    files = sorted(tmp_path.joinpath(name).iterdir())
+    assert all(path.name.startswith(name) for path in files), f"{name} wrote files not named after it: {files}"
+    written = [path for path in files if path.suffix == ".md"]
     assert written, f"{name} wrote no Markdown result"
     assert any("|---" in path.read_text() for path in written), f"{name} wrote no table"
+
+
+def test_compare_runs_a_benchmark_protocol(tmp_path):
+    """What the paper entries take from ``tnbayes.compare``: their own splits (``load``), factories that see the
+    split and the models fitted before them, no posterior (``predictive=False``), their own metric columns and a
+    callback per split; ``write(prefix=…)`` names the files after the entry."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import tnbayes
+
+    def load(name, k):
+        rng = np.random.default_rng(k)
+        X = rng.uniform(-1, 1, (40, 1))
+        y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+        return SimpleNamespace(X_train=X[:30], y_train=y[:30], X_test=X[30:], y_test=y[30:])
+
+    seen, splits_done = [], []
+
+    def second(run):
+        seen.append((run.dataset, run.split, run.label, sorted(run.fitted)))
+        return tnbayes.HilbertGP(num_basis=run.fitted["first"].num_basis + 4)
+
+    models = {"first": lambda run: tnbayes.HilbertGP(num_basis=16 + run.split), "second": second}
+    mse = lambda run, model, post: {"mse": float(np.mean((model.predict(run.data.X_test) - run.data.y_test) ** 2))}  # noqa: E731
+    result = tnbayes.compare(models, ["my-sine"], [0, 1], load=load, predictive=False, columns=mse, progress=False,
+                             on_split=lambda dataset, split, rows: splits_done.append((split, len(rows))))
+    assert [(r["model"], r["split"]) for r in result.rows] == [("first", 0), ("second", 0), ("first", 1), ("second", 1)]
+    assert seen == [("my-sine", 0, "second", ["first"]), ("my-sine", 1, "second", ["first"])]
+    assert splits_done == [(0, 2), (1, 2)]
+    assert all("mse" in r and "fit_seconds" in r and "rmse" not in r and "predict_seconds" not in r
+               for r in result.rows)
+    assert result.summary(("mse",))[0]["n_splits"] == 2 and not result.calibration
+    paths = result.write(tmp_path, prefix="entry_")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry_runs.csv", "entry_summary.csv", "entry_summary.json",
+                                                          "entry_summary.md"]
+    assert set(paths) == {"runs", "summary_csv", "summary_json", "summary_md"}
+    with pytest.raises(ValueError, match="Unknown dataset"):
+        tnbayes.compare(models, ["my-sine"], [0], progress=False)  # without its loader the name is unknown
+
+
+def test_output_path_names_every_file_after_its_entry(tmp_path, monkeypatch):
+    from benchmarks._common import RESULTS_DIR, output_path, variant_of
+
+    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(tmp_path))
+    assert output_path("qtkm_uci", ".md") == tmp_path / "qtkm_uci" / "qtkm_uci.md"
+    assert output_path("qtkm_uci", "_runs.csv", "partial") == tmp_path / "qtkm_uci" / "qtkm_uci_partial_runs.csv"
+    assert (tmp_path / "qtkm_uci").is_dir()
+    committed = output_path("exact_gp_uci", "_runs.csv", committed=True)
+    assert committed == RESULTS_DIR / "exact_gp_uci" / "exact_gp_uci_runs.csv" and committed.is_file()
+    # the output names of results written before the entry folders still select the same files
+    assert variant_of("scale_out", "scale_out_airline") == "airline"
+    assert variant_of("defaults_study", "defaults_study") == variant_of("defaults_study", None) == ""
+    assert variant_of("defaults_study", "n300") == "n300"

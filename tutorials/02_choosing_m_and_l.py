@@ -46,7 +46,7 @@ from tnbayes.plotting import plot_predictive_band
 # %% [markdown]
 # ## Measuring the kernel error
 #
-# As in `benchmarks/hilbert_kernel_error.py`, the data lie in [−1, 1], so the half-range is S = 1 and
+# As in `benchmarks/papers/hilbert_kernel_error.py`, the data lie in [−1, 1], so the half-range is S = 1 and
 # the box half-width is L = c. On an equispaced grid of the data range we compare the approximate
 # unit-variance kernel matrix with the exact SE kernel and report the largest absolute entry of the
 # difference (the kernel values are at most 1, so 1e-2 is a 1% error).

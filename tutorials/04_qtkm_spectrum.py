@@ -38,7 +38,7 @@ from tnbayes.plotting import plot_predictive_band
 #
 # 2048 equally spaced samples on [−0.5, 0.5) of `Σ_j a_j cos(2π f_j x + φ_j)` with four tones,
 # (f, a) = (20, 1.0), (45, 0.6), (83, 0.35), (130, 0.2), plus Gaussian noise of standard deviation 0.1 (the
-# signal of `benchmarks/qtkm_spectrum.py`). The model uses M = 512 Fourier features `exp(i2πkx/P)`,
+# signal of `benchmarks/papers/qtkm_spectrum.py`). The model uses M = 512 Fourier features `exp(i2πkx/P)`,
 # k = −256 … 255, with period P = 1: on this grid the features are nearly orthogonal, so frequency index k is
 # k cycles over the data and each tone should show up as a pair of peaks at k = ±f_j.
 

@@ -239,4 +239,4 @@ plt.close(fig)
 # does the job: the cross-validated single-period model settles on θ = 128, its test MSE is three to four
 # times FL's on every split, and its cross-validation costs an order of magnitude more time than FL's one
 # fit. This is the effect the FL paper reports for yacht (its Table 2: 0.11 against 0.36);
-# `benchmarks/fl_table2.py` runs the full protocol on five data sets.
+# `benchmarks/papers/fl_table2.py` runs the full protocol on five data sets.

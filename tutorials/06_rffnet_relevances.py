@@ -164,5 +164,5 @@ print(f"n = {n}: predictive std between {sd.min():.3f} and {sd.max():.3f} (noise
 # the same everywhere; one σ for all points is too wide for most of them and too narrow for the rest. Its
 # σ, estimated on the rows the features were trained on, is also a little smaller than the test RMSE, which
 # pulls the high-level coverage below nominal. On five UCI sets the same model's 95% intervals cover 93–95%
-# of the test targets (`benchmarks/results/rffnet_uci_calibration.md`); SE1, with its non-Gaussian
+# of the test targets (`benchmarks/results/cpd_uci_calibration/cpd_uci_calibration_rffnet.md`); SE1, with its non-Gaussian
 # residuals, is a hard case, and the calibration curve is the check that shows it.
