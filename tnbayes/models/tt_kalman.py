@@ -66,7 +66,8 @@ from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import check_out_of_box_policy
-from tnbayes.tensors.tt import TTMatrix, TTVector, _block_sum, _round_cores, randomized_round_sum
+from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum
+from tnbayes.tensors import block_sum as _block_sum, round_cores as _round_cores
 
 __all__ = ["TTKalmanGP", "kalman_batch_update"]
 
