@@ -13,7 +13,7 @@ from .als import (
     solve_spd,
 )
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
-from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
+from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTBatchKalmanFilter, TTKalmanFilter, Truncation, kalman_batch_update
 from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "BudgetWarning",
     "CoreSystem",
     "DenseKalmanFilter",
+    "TTBatchKalmanFilter",
     "TTKalmanFilter",
     "Truncation",
     "TRUNCATED_QUANTITIES",
@@ -33,6 +34,7 @@ __all__ = [
     "tt_kalman_seconds_per_row",
     "cpd_predict",
     "design_matrix",
+    "kalman_batch_update",
     "mode_projections",
     "plan_within_budget",
     "product_except",
