@@ -222,8 +222,8 @@ def test_gram_and_rank_one_contractions_match_dense():
     dense = torch.stack([v.to_dense() for v in vectors])
     torch.testing.assert_close(tt_gram(vectors), dense @ dense.T, rtol=1e-12, atol=1e-12)
     assert tt_gram([]).shape == (0, 0)
-    factors = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)[:, :, :]  # (d, n, n_k) with n_k ≤ 4
-    factors = [factors[0, :, :3], factors[1], factors[2, :, :2]]
+    raw = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
+    factors = [raw[0, :, :3], raw[1], raw[2, :, :2]]  # d = 3 factors (n, n_k) of n = 5 rank-one vectors
     rows = torch.stack([torch.kron(torch.kron(factors[0][i], factors[1][i]), factors[2][i]) for i in range(5)])
     x = vectors[2]
     torch.testing.assert_close(x.dot_rank_one(factors), rows @ x.to_dense(), rtol=1e-12, atol=1e-12)

@@ -13,7 +13,14 @@ from .als import (
     solve_spd,
 )
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
-from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTBatchKalmanFilter, TTKalmanFilter, Truncation, kalman_batch_update
+from .kalman import (
+    TRUNCATED_QUANTITIES,
+    DenseKalmanFilter,
+    TTBatchKalmanFilter,
+    TTKalmanFilter,
+    Truncation,
+    kalman_batch_update,
+)
 from .laplace import conditional_core_variance, summed_core_variances
 
 __all__ = [

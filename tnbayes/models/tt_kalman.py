@@ -495,8 +495,8 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         """Write the model to ``path`` (see :meth:`~tnbayes.models.base.BaseModel.save`); a model whose ``basis`` is
         a feature-map instance cannot be saved (pass ``basis="hilbert"`` or ``"polynomial"``)."""
         if not isinstance(self.basis, str):
-            raise TypeError(f"{type(self).__name__} with basis={type(self.basis).__name__}(...) cannot be saved: a model "
-                            "file stores its parameters as JSON; use basis='hilbert' or basis='polynomial'.")
+            raise TypeError(f"{type(self).__name__} with basis={type(self.basis).__name__}(...) cannot be saved: a "
+                            "model file stores its parameters as JSON; use basis='hilbert' or basis='polynomial'.")
         super().save(path)
 
     def _extra_state(self) -> dict[str, torch.Tensor]:
