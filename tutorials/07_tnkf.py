@@ -73,7 +73,7 @@ print(f"test RMSE {report['rmse']:.4f} (noise floor 0.1), inside ±3σ {inside_3
 # about ±0.3 wide everywhere (three noise standard deviations) and contain nearly all test points
 # (99.7% for a calibrated Gaussian). Right: how much the trace of the dual-weight covariance P has fallen
 # below its prior value p₀·N after every row. Rows are filtered in sorted x order, so the reduction grows
-# steadily as the filter sweeps across the interval; an early stop (`early_stopping=True`) would leave the
+# steadily as the filter sweeps across the interval; an early stop (`early_stopping_tol=...`) would leave the
 # unseen right-hand rows at their prior. The reduction is a small part of tr(P₀): P differs from p₀I only in
 # the few directions the data determine (the effective degrees of freedom of a smooth fit), which is also
 # why its tensor-train square root has low rank.

@@ -5,7 +5,14 @@ from tnbayes._moved_names import moved_names_getattr as _moved_names_getattr
 
 from .als import CPDALS, PENALTY_FORMS
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row
-from .kalman import TRUNCATED_QUANTITIES, DenseKalmanFilter, TTKalmanFilter, Truncation
+from .kalman import (
+    TRUNCATED_QUANTITIES,
+    DenseKalmanFilter,
+    TTBatchKalmanFilter,
+    TTKalmanFilter,
+    Truncation,
+    kalman_batch_update,
+)
 from .laplace import conditional_core_variance, summed_core_variances
 from .proximal_adam import TrainingLog, train_block_proximal_adam
 from .spd import CoreSystem, solve_spd
@@ -24,6 +31,7 @@ __all__ = [
     "BudgetWarning",
     "CoreSystem",
     "DenseKalmanFilter",
+    "TTBatchKalmanFilter",
     "TTKalmanFilter",
     "Truncation",
     "TRUNCATED_QUANTITIES",
@@ -32,6 +40,7 @@ __all__ = [
     "summed_core_variances",
     "tnkf_seconds_per_row",
     "tt_kalman_seconds_per_row",
+    "kalman_batch_update",
     "plan_within_budget",
     "solve_spd",
     "BayesianRidgePosterior",

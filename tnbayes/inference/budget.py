@@ -59,8 +59,10 @@ __all__ = [
     "TT_KALMAN_RANK_LADDER",
     "TT_KALMAN_BATCH_SIZES",
     "check_time_budget",
+    "describe_plan",
     "filter_budget",
     "format_seconds",
+    "given_max_rows",
     "plan_within_budget",
     "record_measured_seconds",
     "single_torch_thread",
@@ -346,6 +348,63 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
     first_rows = n if max_rows is None else rows
     return BudgetPlan(cheapest, names, rows, n, cost, rows * cost, budget_seconds, rows * cost <= budget_seconds,
                       dict(candidates[0]), first_rows * costs[0], len(candidates), ladder)
+
+
+def given_max_rows(max_rows: int | str | None, num_rows: int) -> int | None:
+    """The rows a user's ``max_rows`` fixes for :func:`plan_within_budget`: None for ``"auto"`` (the budget decides),
+    all ``num_rows`` for None, else the number given."""
+    return None if max_rows == "auto" else int(num_rows) if max_rows is None else int(max_rows)
+
+
+def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
+                  settings_text: Callable[[Mapping[str, Any]], str], default_text: Callable[[Mapping[str, Any]], str],
+                  first_fits: str, pass_text: Callable[[Mapping[str, Any]], str]) -> tuple[str, str | None]:
+    """What a budget chose and why, as one fit-report line, and the warning to raise when even its cheapest
+    settings are predicted to exceed the budget.
+
+    Parameters
+    ----------
+    plan : BudgetPlan
+    model : str
+        The model's name, for the warning.
+    time_budget : float or None
+        The model's ``time_budget``.
+    settings_text : callable
+        Settings → how the report names them (e.g. ``"M = 8, TT rank cap 6, batches of 8"``).
+    default_text : callable
+        The first candidate's settings → how the report names them as the default.
+    first_fits : str
+        The remark when the first candidate fits, e.g. ``"the first choice fits"``.
+    pass_text : callable
+        Settings → the parameters to pass for them (e.g. ``"max_rank=6, batch_size=8"``), named by the warning.
+
+    Returns
+    -------
+    line : str
+        For ``fit_report_``.
+    warning : str or None
+        The text of a :class:`BudgetWarning` when the plan is over the budget.
+    """
+    chosen = settings_text(plan.settings)
+    rows = f"all {plan.rows} rows" if plan.rows == plan.num_rows else f"{plan.rows} of {plan.num_rows} rows"
+    predicted = format_seconds(plan.predicted_seconds)
+    if time_budget is None:
+        return f"no time budget: {chosen} on {rows}, predicted {predicted}.", None
+    head = (f"time budget {format_seconds(float(time_budget))} ({format_seconds(plan.budget_seconds)} for "
+            f"the filter): {chosen} on {rows}, predicted {predicted}")
+    if plan.within_budget and plan.candidates_tried == 1:
+        return f"{head} ({first_fits}).", None
+    default = f"{default_text(plan.first_settings)} would take {format_seconds(plan.first_seconds)}"
+    if plan.within_budget:
+        return f"{head}; {default}.", None
+    fitting_rows = max(1, int(plan.budget_seconds // plan.seconds_per_row))
+    larger = math.ceil(float(time_budget) * plan.predicted_seconds / plan.budget_seconds)
+    warning = (f"{model}: even {chosen} on {rows} are predicted to take {predicted}, over the "
+               f"{format_seconds(plan.budget_seconds)} that time_budget={float(time_budget):g} leaves the filter. "
+               f"Pass max_rows={fitting_rows} (predicted {format_seconds(fitting_rows * plan.seconds_per_row)}) with "
+               f"{pass_text(plan.settings)}, or a larger budget such as time_budget={larger}, or time_budget=None for "
+               f"the default settings on every row.")
+    return f"{head}, over the budget; {default}.", warning
 
 
 def filter_budget(time_budget: float | None, estimated_hyperparameters: bool) -> float | None:

@@ -12,7 +12,8 @@ from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
 from tnbayes.models.rffnet import RFFNet, RFFNetClassifier, RFFNetModule
-from tnbayes.models.tnkf import TNKF, TNKFClassifier
+from tnbayes.models.tnkf import TNKF
+from tnbayes.models.tnkf_classifier import TNKFClassifier
 from tnbayes.models.tt_kalman import TTKalmanGP
 
 __all__ = [

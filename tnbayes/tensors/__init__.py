@@ -1,5 +1,14 @@
-"""Tensor formats for the weights (the *format* axis): CPD and tensor-train algebra in torch, and the contractions of
-CPD weights with tensor-product feature maps (projections, design rows, predictions)."""
+"""Tensor formats for the weights (the *format* axis): CPD and tensor-train algebra in torch.
+
+- :mod:`~tnbayes.tensors.cpd` — CPD factors: dense form, Gram matrices, norms.
+- :mod:`~tnbayes.tensors.cpd_contractions` — CPD weights contracted with tensor-product feature maps (projections,
+  design rows, predictions, the prefix/suffix products ALS and Laplace share).
+- :mod:`~tnbayes.tensors.tt` — :class:`TTVector`, :class:`TTMatrix` and :func:`tt_gram`.
+- :mod:`~tnbayes.tensors.tt_rounding` — TT-SVD, TT-rounding, block sums on plain core lists.
+- :mod:`~tnbayes.tensors.tt_randomized` — randomized rounding of a sum of TTs without forming it.
+- :mod:`~tnbayes.tensors.tt_state` — the key scheme with which models save and load TTs.
+- :mod:`~tnbayes.tensors.shapes` — tensorized shapes and point orderings.
+"""
 
 from .cpd import (
     check_cpd_factors,
@@ -11,14 +20,26 @@ from .cpd import (
 )
 from .cpd_contractions import PartialProducts, cpd_predict, design_matrix, mode_projections, product_except
 from .shapes import hierarchical_order, prime_factors, tensorize_shape
-from .tt import TTMatrix, TTVector, tt_svd
+from .tt import TTMatrix, TTVector, tt_gram
+from .tt_randomized import randomized_round_sum
+from .tt_rounding import block_sum, left_orthogonalize, round_cores, truncation_rank, tt_svd
+from .tt_state import has_tt_state, tt_from_state, tt_state
 
 __all__ = [
     "TTMatrix",
     "TTVector",
+    "block_sum",
+    "has_tt_state",
     "hierarchical_order",
+    "left_orthogonalize",
     "prime_factors",
+    "randomized_round_sum",
+    "round_cores",
     "tensorize_shape",
+    "truncation_rank",
+    "tt_from_state",
+    "tt_gram",
+    "tt_state",
     "tt_svd",
     "check_cpd_factors",
     "cpd_factor_grams",

@@ -11,6 +11,10 @@ An ``M × N`` matrix with ``M = m_1·…·m_d`` and ``N = n_1·…·n_d`` is hel
 Every operation is exact; ranks grow (sums add them, products multiply them) and :meth:`TTVector.round`
 / :meth:`TTMatrix.round` bring them back down (Oseledets 2011, Algorithms 1 and 2). Real dtypes only.
 
+This module holds the two classes and :func:`tt_gram` (the *format* axis); the kernels on plain core lists
+(TT-SVD, rounding, block sums) are in :mod:`tnbayes.tensors.tt_rounding`, the randomized rounding of sums in
+:mod:`tnbayes.tensors.tt_randomized` and the save/load key scheme in :mod:`tnbayes.tensors.tt_state`.
+
 References
 ----------
 I. V. Oseledets, "Tensor-train decomposition", SIAM J. Sci. Comput. 33(5), 2011.
@@ -24,57 +28,14 @@ from collections.abc import Sequence
 import torch
 
 from tnbayes.tensors.shapes import check_tt_shape, prime_factors
+from tnbayes.tensors.tt_rounding import block_sum, left_orthogonalize, round_cores, truncation_rank, tt_svd
 
 __all__ = [
     "TTVector",
     "TTMatrix",
-    "randomized_round_sum",
+    "tt_gram",
     "tt_svd",
 ]
-
-
-def _truncation_rank(singular_values: torch.Tensor, delta: float, max_rank: int | None) -> int:
-    """Smallest rank whose discarded tail has Frobenius norm ≤ delta, capped at max_rank (≥ 1)."""
-    tail = torch.flip(torch.cumsum(torch.flip(singular_values.double() ** 2, [0]), 0), [0])  # tail[k] = Σ_{j≥k} s_j²
-    keep = int((tail > delta**2).sum())  # tail is non-increasing: keep the first `keep` values
-    keep = max(keep, 1)
-    if max_rank is not None:
-        keep = min(keep, int(max_rank))
-    return keep
-
-
-def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = None) -> list[torch.Tensor]:
-    """TT-SVD of a dense d-way tensor (Oseledets 2011, Algorithm 1).
-
-    Parameters
-    ----------
-    tensor : torch.Tensor of shape (n_1, …, n_d)
-    tol : float
-        Relative accuracy: ``‖X − TT‖_F ≤ tol·‖X‖_F`` when ``max_rank`` does not bind.
-    max_rank : int, optional
-        Upper bound on every TT rank.
-
-    Returns
-    -------
-    list of torch.Tensor
-        Cores of shape ``(r_{k-1}, n_k, r_k)``.
-    """
-    shape = tuple(tensor.shape)
-    d = len(shape)
-    norm = float(torch.linalg.vector_norm(tensor))
-    delta = tol * norm / math.sqrt(max(d - 1, 1))
-    cores, rank = [], 1
-    rest = tensor.reshape(1, -1)
-    for k in range(d - 1):
-        rest = rest.reshape(rank * shape[k], -1)
-        u, s, vh = torch.linalg.svd(rest, full_matrices=False)
-        new_rank = _truncation_rank(s, delta, max_rank)
-        cores.append(u[:, :new_rank].reshape(rank, shape[k], new_rank))
-        rest = s[:new_rank, None] * vh[:new_rank]
-        rank = new_rank
-    cores.append(rest.reshape(rank, shape[-1], 1))
-    return cores
-
 
 # ---------------------------------------------------------------------------------------------- shared
 def _checked_cores(cores: Sequence[torch.Tensor], kind: str, layout: str) -> list[torch.Tensor]:
@@ -253,7 +214,7 @@ class TTVector(_TensorTrain):
 
     def __add__(self, other: "TTVector") -> "TTVector":
         self._check_compatible(other)
-        return TTVector(_block_sum(self.cores, other.cores))
+        return TTVector(block_sum(self.cores, other.cores))
 
     def hadamard(self, other: "TTVector") -> "TTVector":
         """Entrywise product; ranks multiply."""
@@ -272,9 +233,26 @@ class TTVector(_TensorTrain):
             env = torch.einsum("ac,anb,cnd->bd", env, a, b)
         return env.reshape(())
 
+    def dot_rank_one(self, factors: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+        """``xᵀ (f_1(i) ⊗ … ⊗ f_d(i))`` for n rank-one vectors given by their factors, in one batched sweep.
+
+        Parameters
+        ----------
+        factors : torch.Tensor of shape (d, n, n_k), or a sequence of d tensors of shape (n, n_k)
+            Factor k of every rank-one vector (row i of ``factors[k]`` belongs to vector i).
+
+        Returns
+        -------
+        torch.Tensor of shape (n,)
+        """
+        env = torch.ones(factors[0].shape[0], 1, dtype=factors[0].dtype, device=factors[0].device)
+        for core, factor in zip(self.cores, factors):
+            env = torch.einsum("na,amb,nm->nb", env, core, factor)
+        return env[:, 0]
+
     def norm(self) -> torch.Tensor:
         """Euclidean norm, from an orthogonalised copy (no cancellation)."""
-        cores = _left_orthogonalize([c for c in self.cores])
+        cores = left_orthogonalize([c for c in self.cores])
         return torch.linalg.vector_norm(cores[-1])
 
     def outer(self, other: "TTVector") -> "TTMatrix":
@@ -305,7 +283,7 @@ class TTVector(_TensorTrain):
         TTVector
             A new TT-vector (this one is unchanged).
         """
-        return TTVector(_round_cores(self.cores, tol, max_rank, reference_norm))
+        return TTVector(round_cores(self.cores, tol, max_rank, reference_norm))
 
 
 # ---------------------------------------------------------------------------------------------- matrices
@@ -417,7 +395,7 @@ class TTMatrix(_TensorTrain):
 
     def __add__(self, other: "TTMatrix") -> "TTMatrix":
         self._check_same_shape(other)
-        return _matrix_from_vector(_block_sum(self.as_vector().cores, other.as_vector().cores), self)
+        return _matrix_from_vector(block_sum(self.as_vector().cores, other.as_vector().cores), self)
 
     @property
     def T(self) -> "TTMatrix":
@@ -468,7 +446,7 @@ class TTMatrix(_TensorTrain):
                 break
             u, sv, vh = torch.linalg.svd(block.reshape(t * m, rb * rd), full_matrices=False)
             delta = 0.1 * tol * float(torch.linalg.vector_norm(sv)) / math.sqrt(max(d - 1, 1))
-            rank = _truncation_rank(sv, delta, max_rank)
+            rank = truncation_rank(sv, delta, max_rank)
             cores.append(u[:, :rank].reshape(t, m, rank))
             carry = (sv[:rank, None] * vh[:rank]).reshape(rank, rb, rd)
         return TTVector(cores).round(tol, max_rank)
@@ -535,215 +513,81 @@ class TTMatrix(_TensorTrain):
             env = torch.einsum("ucdke,ukf->cdef", t, xc)
         return env.reshape(())
 
+    def transpose_matvec_rank_one(self, factors: torch.Tensor | Sequence[torch.Tensor]) -> TTVector:
+        """``Aᵀ (f_1 ⊗ … ⊗ f_d)`` for a rank-one vector given by its factors: a TT-vector with A's ranks (exact).
+
+        Parameters
+        ----------
+        factors : torch.Tensor of shape (d, m_k), or a sequence of d tensors of shape (m_k,)
+            The factors over the row modes.
+
+        Returns
+        -------
+        TTVector with modes ``col_shape``
+        """
+        return TTVector([torch.einsum("amkb,m->akb", core, factor) for core, factor in zip(self.cores, factors)])
+
+    def transpose_matvec_norms_squared_rank_one(self, factors: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+        """``‖Aᵀ (f_1(i) ⊗ … ⊗ f_d(i))‖²`` for n rank-one vectors by one batched left-to-right contraction.
+
+        With ``A = L`` a covariance square root (``P = L Lᵀ``) these are the variances ``φ_iᵀ P φ_i`` of rank-one
+        feature rows.
+
+        Parameters
+        ----------
+        factors : torch.Tensor of shape (d, n, m_k), or a sequence of d tensors of shape (n, m_k)
+            Factor k of every rank-one vector over the row modes.
+
+        Returns
+        -------
+        torch.Tensor of shape (n,)
+        """
+        n = factors[0].shape[0]
+        env = torch.ones(n, 1, 1, dtype=factors[0].dtype, device=factors[0].device)
+        projected = [torch.einsum("amkb,nm->nakb", core, factor) for core, factor in zip(self.cores, factors)]
+        for p in projected:
+            env = torch.einsum("nab,nakc,nbkd->ncd", env, p, p)
+        return env[:, 0, 0]
+
     def round(self, tol: float = 0.0, max_rank: int | None = None, *,
               reference_norm: float | None = None) -> "TTMatrix":
         """TT-rounding of the matrix (as a TT over merged modes); see :meth:`TTVector.round`."""
-        return _matrix_from_vector(_round_cores(self.as_vector().cores, tol, max_rank, reference_norm), self)
+        return _matrix_from_vector(round_cores(self.as_vector().cores, tol, max_rank, reference_norm), self)
 
 
-# ---------------------------------------------------------------------------------------------- kernels
+# ---------------------------------------------------------------------------------------------- functions
+def tt_gram(vectors: Sequence[TTVector]) -> torch.Tensor:
+    """Gram matrix ``G_ij = x_iᵀ x_j`` of n TT-vectors with the same modes, by n(n + 1)/2 dot products.
+
+    Parameters
+    ----------
+    vectors : sequence of TTVector
+        x_1 … x_n (any ranks).
+
+    Returns
+    -------
+    torch.Tensor of shape (n, n)
+        Symmetric, in the dtype and on the device of the first vector (float64 for n = 0).
+    """
+    n = len(vectors)
+    if n == 0:
+        return torch.empty(0, 0, dtype=torch.float64)
+    gram = torch.empty(n, n, dtype=vectors[0].dtype, device=vectors[0].device)
+    for i in range(n):
+        for j in range(i, n):
+            gram[i, j] = gram[j, i] = vectors[i].dot(vectors[j])
+    return gram
+
+
 def _matrix_from_vector(cores: Sequence[torch.Tensor], like: TTMatrix) -> TTMatrix:
     return TTMatrix([c.reshape(c.shape[0], m, n, c.shape[2])
                      for c, m, n in zip(cores, like.row_shape, like.col_shape)])
 
 
-def _block_sum(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Cores of the sum of two TTs (3-way cores): block-diagonal in the ranks."""
-    d = len(a)
-    if d == 1:
-        return [a[0] + b[0]]
-    cores = []
-    for k, (x, y) in enumerate(zip(a, b)):
-        n = x.shape[1]
-        if k == 0:
-            cores.append(torch.cat([x, y], dim=2))
-        elif k == d - 1:
-            cores.append(torch.cat([x, y], dim=0))
-        else:
-            core = x.new_zeros(x.shape[0] + y.shape[0], n, x.shape[2] + y.shape[2])
-            core[: x.shape[0], :, : x.shape[2]] = x
-            core[x.shape[0]:, :, x.shape[2]:] = y
-            cores.append(core)
-    return cores
+def __getattr__(name: str):
+    # randomized_round_sum moved to tnbayes.tensors.tt_randomized (which imports this module); the old path works
+    if name == "randomized_round_sum":
+        from tnbayes.tensors.tt_randomized import randomized_round_sum
 
-
-def _left_orthogonalize(cores: list[torch.Tensor]) -> list[torch.Tensor]:
-    """QR sweep left to right: cores 0..d-2 become left-orthonormal; the norm sits in the last core."""
-    cores = list(cores)
-    for k in range(len(cores) - 1):
-        r0, n, r1 = cores[k].shape
-        q, r = torch.linalg.qr(cores[k].reshape(r0 * n, r1))
-        cores[k] = q.reshape(r0, n, q.shape[1])
-        cores[k + 1] = torch.einsum("ab,bnc->anc", r, cores[k + 1])
-    return cores
-
-
-def _round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None,
-                 reference_norm: float | None = None) -> list[torch.Tensor]:
-    """Oseledets' TT-rounding on 3-way cores: right-to-left QR, then left-to-right truncated SVD."""
-    cores = list(cores)
-    d = len(cores)
-    if d == 1:
-        return [cores[0].clone()]
-    # right-to-left orthogonalisation: cores 1..d-1 right-orthonormal, the norm in core 0
-    for k in range(d - 1, 0, -1):
-        r0, n, r1 = cores[k].shape
-        q, r = torch.linalg.qr(cores[k].reshape(r0, n * r1).T)  # (n r1, s), (s, r0)
-        cores[k] = q.T.reshape(q.shape[1], n, r1)
-        cores[k - 1] = torch.einsum("anb,cb->anc", cores[k - 1], r)
-    norm = float(torch.linalg.vector_norm(cores[0]))
-    if reference_norm is not None:  # never below round-off of the whole, so zero updates cannot inflate ranks
-        norm = max(float(reference_norm), norm * torch.finfo(cores[0].dtype).eps)
-    delta = tol * norm / math.sqrt(d - 1)
-    for k in range(d - 1):
-        r0, n, r1 = cores[k].shape
-        u, s, vh = torch.linalg.svd(cores[k].reshape(r0 * n, r1), full_matrices=False)
-        rank = _truncation_rank(s, delta, max_rank)
-        cores[k] = u[:, :rank].reshape(r0, n, rank)
-        cores[k + 1] = torch.einsum("ab,bnc->anc", s[:rank, None] * vh[:rank], cores[k + 1])
-    return cores
-
-
-# ---------------------------------------------------------------------------------------------- randomized rounding
-def _term_cores(term: "TTVector | TTMatrix | tuple[TTVector, TTVector]") -> tuple[str, list]:
-    """('plain', cores (r, n, r')) for a TT-vector/matrix (modes merged), ('outer', [(u_k, c_k)]) for u cᵀ."""
-    if isinstance(term, tuple):
-        u, c = term
-        if not (isinstance(u, TTVector) and isinstance(c, TTVector)) or len(u.cores) != len(c.cores):
-            raise ValueError("An outer-product term must be a pair (u, c) of TT-vectors with the same number of modes.")
-        return "outer", list(zip(u.cores, c.cores))
-    if isinstance(term, TTMatrix):
-        return "plain", term.as_vector().cores
-    if isinstance(term, TTVector):
-        return "plain", list(term.cores)
-    raise TypeError(f"Terms must be TT-vectors, TT-matrices or (u, c) pairs; got {type(term).__name__}.")
-
-
-def randomized_round_sum(terms: Sequence["TTVector | TTMatrix | tuple[TTVector, TTVector]"],
-                         scales: Sequence[float] | None = None, *, max_rank: int, tol: float = 0.0,
-                         oversampling: int = 10,
-                         generator: torch.Generator | None = None) -> "TTVector | TTMatrix":
-    """Round ``Σ_t s_t X_t`` to ranks ≤ ``max_rank`` without forming the sum ("randomize-then-orthogonalize").
-
-    The sum of T terms of ranks R_t has ranks Σ_t R_t, and an outer product ``u cᵀ`` of TT-vectors has the
-    product of their ranks; deterministic rounding of that sum costs O(d n (Σ R_t)³). Here each term is
-    contracted, term by term, with a Gaussian TT sketch of ranks ℓ = ``max_rank + oversampling`` (right to
-    left), the sketches give an orthonormal basis per core (left to right, QR), and the terms are projected on
-    it; outer products are never formed (their cores stay the pair (u_k, c_k)). The cost is linear in each
-    term's rank (O(d n R_t² ℓ); for an outer term O(d m n r_u r_c ℓ (r_u + r_c + ℓ))). The result (ranks ≤ ℓ)
-    is then rounded deterministically to ``tol`` / ``max_rank``. The error is within a small factor of the
-    best rank-ℓ error with high probability (Al Daas, Ballard, Cazeaux, Hallman, Międlar, Pasha, Reid, Saibaba,
-    "Randomized algorithms for rounding in the tensor-train format", SIAM J. Sci. Comput. 45(1), 2023).
-
-    Parameters
-    ----------
-    terms : sequence of TTVector, TTMatrix or (TTVector u, TTVector c)
-        All with the same modes; a pair stands for the TT-matrix ``u cᵀ`` (``u.outer(c)``).
-    scales : sequence of float, optional
-        s_t (default 1).
-    max_rank : int
-        Cap of the ranks of the result.
-    tol : float
-        Relative tolerance of the final deterministic rounding.
-    oversampling : int
-        ℓ − max_rank.
-    generator : torch.Generator, optional
-        Source of the sketch (a fixed one makes the result reproducible).
-
-    Returns
-    -------
-    TTVector or TTMatrix
-        A TT-matrix when any term is a matrix or an outer pair, else a TT-vector; ranks ≤ ``max_rank``.
-    """
-    if not terms:
-        raise ValueError("randomized_round_sum needs at least one term.")
-    if int(max_rank) != max_rank or max_rank < 1:
-        raise ValueError(f"max_rank must be a positive integer; got {max_rank!r}.")
-    scales = [1.0] * len(terms) if scales is None else list(scales)
-    if len(scales) != len(terms):
-        raise ValueError(f"Got {len(scales)} scales for {len(terms)} terms.")
-    parsed = [_term_cores(t) for t in terms]
-    is_matrix = any(kind == "outer" or isinstance(t, TTMatrix) for (kind, _), t in zip(parsed, terms))
-    first = terms[0][0] if isinstance(terms[0], tuple) else terms[0]
-    modes = []
-    for kind, cores in parsed:
-        shape = [a.shape[1] * b.shape[1] for a, b in cores] if kind == "outer" else [c.shape[1] for c in cores]
-        if modes and shape != modes:
-            raise ValueError(f"All terms need the same (merged) modes; got {shape} and {modes}.")
-        modes = shape
-    row_col = None
-    for (kind, cores), t in zip(parsed, terms):
-        shape = [(a.shape[1], b.shape[1]) for a, b in cores] if kind == "outer" else \
-            list(zip(t.row_shape, t.col_shape)) if isinstance(t, TTMatrix) else None
-        if shape is not None:
-            if row_col is not None and shape != row_col:
-                raise ValueError("All matrix terms need the same row and column modes.")
-            row_col = shape
-    d, dtype, device = len(modes), first.dtype, first.device
-    ell = int(max_rank) + int(oversampling)
-    # sketch ranks bounded by the sizes of the unfoldings
-    left, right, sketch_ranks = 1, math.prod(modes), [1]
-    for k in range(d - 1):
-        left, right = left * modes[k], right // modes[k]
-        sketch_ranks.append(min(ell, left, right))
-    sketch_ranks.append(1)
-    sketch = [torch.randn(sketch_ranks[k], modes[k], sketch_ranks[k + 1], dtype=dtype, device=device,
-                          generator=generator) for k in range(d)]
-    # right-to-left: W[t][k] contracts cores k+1.. of term t with the sketch → (term rank_k..., ℓ_k)
-    weights: list[list[torch.Tensor | None]] = []
-    for kind, cores in parsed:
-        W: list[torch.Tensor | None] = [None] * d
-        if kind == "plain":
-            env = torch.ones(1, 1, dtype=dtype, device=device)
-            for k in range(d - 1, 0, -1):
-                env = torch.einsum("ajm,ljm->al", torch.einsum("ajb,bm->ajm", cores[k], env), sketch[k])
-                W[k - 1] = env
-        else:
-            env = torch.ones(1, 1, 1, dtype=dtype, device=device)
-            for k in range(d - 1, 0, -1):
-                u, c = cores[k]
-                y = sketch[k].reshape(sketch[k].shape[0], u.shape[1], c.shape[1], sketch[k].shape[2])
-                t = torch.einsum("amb,bdq->amdq", u, env)
-                t = torch.einsum("amdq,cnd->amcnq", t, c)
-                env = torch.einsum("amcnq,lmnq->acl", t, y)
-                W[k - 1] = env
-        weights.append(W)
-    # left-to-right: project every term on the orthonormal basis of the summed sketch
-    lefts: list[torch.Tensor] = [torch.ones(1, 1, dtype=dtype, device=device) if kind == "plain"
-                                 else torch.ones(1, 1, 1, dtype=dtype, device=device) for kind, _ in parsed]
-    out = []
-    for k in range(d):
-        pieces = []
-        for (kind, cores), G, s in zip(parsed, lefts, scales):
-            if kind == "plain":
-                piece = torch.einsum("la,ajb->ljb", G, cores[k])  # (ℓ, n, R)
-            else:
-                u, c = cores[k]
-                t = torch.einsum("lac,amb->lcmb", G, u)
-                piece = torch.einsum("lcmb,cnd->lmnbd", t, c)
-                piece = piece.reshape(piece.shape[0], u.shape[1] * c.shape[1], u.shape[2], c.shape[2])
-            pieces.append(piece * s if k == 0 else piece)
-        if k == d - 1:
-            core = sum(p.reshape(p.shape[0], p.shape[1], 1) for p in pieces)
-            out.append(core)
-            break
-        sketched = 0
-        for piece, (kind, _), W in zip(pieces, parsed, weights):
-            if kind == "plain":
-                sketched = sketched + torch.einsum("ljb,bq->ljq", piece, W[k])
-            else:
-                sketched = sketched + torch.einsum("ljbd,bdq->ljq", piece, W[k])
-        r0, n, r1 = sketched.shape
-        q, _ = torch.linalg.qr(sketched.reshape(r0 * n, r1))
-        out.append(q.reshape(r0, n, q.shape[1]))
-        new_lefts = []
-        for piece, (kind, _) in zip(pieces, parsed):
-            if kind == "plain":
-                new_lefts.append(torch.einsum("ljq,ljb->qb", q.reshape(r0, n, -1), piece))
-            else:
-                new_lefts.append(torch.einsum("ljq,ljbd->qbd", q.reshape(r0, n, -1), piece))
-        lefts = new_lefts
-    cores = _round_cores(out, tol, int(max_rank))
-    if not is_matrix:
-        return TTVector(cores)
-    return TTMatrix([c.reshape(c.shape[0], m, n, c.shape[2]) for c, (m, n) in zip(cores, row_col)])
+        return randomized_round_sum
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

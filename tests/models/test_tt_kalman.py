@@ -1,5 +1,7 @@
-"""Primal TT Kalman filter: exact against the dense HilbertGP posterior, square-root PSD, options."""
+"""Primal TT Kalman filter: exact against the dense HilbertGP posterior (and, with other bases, the dense Bayesian
+linear regression), square-root PSD, options, renamed parameters."""
 
+import json
 import warnings
 
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 import torch
 
 import tnbayes
+from tnbayes._model_file import payload_checksum
 from tnbayes.basis import ApproximationWarning
 
 
@@ -94,7 +97,7 @@ def test_forgetting_and_early_stopping():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximationWarning)
         base = tnbayes.TTKalmanGP(**_fixed(2, 6)).fit(X, y)
-        forgetful = tnbayes.TTKalmanGP(forgetting=0.9, **_fixed(2, 6)).fit(X, y)
+        forgetful = tnbayes.TTKalmanGP(forgetting_factor=0.9, **_fixed(2, 6)).fit(X, y)
         early = tnbayes.TTKalmanGP(early_stopping_tol=0.05, patience=2, **_fixed(2, 6)).fit(X, y)
     Xq = np.random.default_rng(3).uniform(-1, 1, (20, 2))
     assert bool((forgetful.posterior(Xq).variance > base.posterior(Xq).variance).all())
@@ -104,7 +107,7 @@ def test_forgetting_and_early_stopping():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"forgetting": 0.0}, "forgetting"), ({"batch_size": 0}, "batch_size"), ({"tol": -1.0}, "tol"),
+    ({"forgetting_factor": 0.0}, "forgetting_factor"), ({"batch_size": 0}, "batch_size"), ({"tol": -1.0}, "tol"),
     ({"max_rank": 0}, "max_rank"), ({"kernel": "periodic"}, "kernel"),
 ])
 def test_bad_parameters(kwargs, match):
@@ -165,3 +168,142 @@ def test_conditioning_a_truncated_filter_keeps_its_rank_cap_and_accuracy():
     assert torch.isfinite(got.mean).all() and (got.variance > 0).all()
     assert float((got.mean - ref.mean).abs().max()) < 0.2
     assert max(r for _, r in conditioned.rank_history_) <= 3
+
+
+# ---------------------------------------------------------------------------------------------- renamed names
+def test_forgetting_is_a_deprecated_alias_of_forgetting_factor():
+    X, y = _data(120, 2)
+    Xq = np.random.default_rng(3).uniform(-1, 1, (10, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        new = tnbayes.TTKalmanGP(forgetting_factor=0.9, **_fixed(2, 5)).fit(X, y)
+        with pytest.warns(FutureWarning, match="forgetting_factor"):
+            old = tnbayes.TTKalmanGP(forgetting=0.9, **_fixed(2, 5)).fit(X, y)
+    assert old.forgetting_factor == 0.9 and old.trace_history_ == new.trace_history_
+    a, b = new.posterior(Xq), old.posterior(Xq)
+    torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=0)
+    torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=0)
+
+
+def _rewrite_model_file(path, edit):
+    """Store the model file's payload changed by ``edit`` (payload → payload), with a valid checksum again."""
+    payload = edit(torch.load(path, map_location="cpu", weights_only=True))
+    torch.save({**payload, "checksum": payload_checksum(payload)}, path)
+
+
+def test_files_saved_before_the_renames_still_load(tmp_path):
+    """A file written by tnbayes 0.1 (parameter ``forgetting``, no ``basis``) loads and goes on filtering with it."""
+    X, y = _data(60, 2)
+    X_new, y_new = _data(9, 2, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        model = tnbayes.TTKalmanGP(forgetting_factor=0.9, tol=0.0, max_rank=None, **_fixed(2, 4)).fit(X, y)
+    path = tmp_path / "old.tnb"
+    model.save(path)
+
+    def to_old(payload):
+        params = json.loads(payload["params_json"])
+        params["forgetting"] = params.pop("forgetting_factor")
+        params.pop("basis")
+        payload["params_json"] = json.dumps(params)
+        return payload
+
+    _rewrite_model_file(path, to_old)
+    back = tnbayes.TTKalmanGP.load(path)
+    assert back.forgetting_factor == 0.9
+    Xq = 0.9 * X_new
+    for a, b in [(model.posterior(Xq), back.posterior(Xq)),
+                 (model.condition_on_observations(Xq, y_new).posterior(Xq),
+                  back.condition_on_observations(Xq, y_new).posterior(Xq))]:
+        torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=0)
+        torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------- other bases
+def _polynomial_rows(Xs, M):
+    """Dense rows of the tensor-product polynomial features ⊗_d [1, x_d, …, x_d^{M−1}] (TT index order)."""
+    rows = torch.ones(Xs.shape[0], 1, dtype=torch.float64)
+    for d in range(Xs.shape[1]):
+        powers = Xs[:, d:d + 1] ** torch.arange(M, dtype=torch.float64)
+        rows = torch.einsum("na,nb->nab", rows, powers).reshape(Xs.shape[0], -1)
+    return rows
+
+
+def _dense_blr(model, X, y, Xq, M, prior_variance, noise):
+    """The dense Bayesian linear regression on the same features: y − c = Φ v + ε, v ~ N(0, σ_f² I)."""
+    Phi = _polynomial_rows(model.x_scaler_.transform(torch.as_tensor(X)), M)
+    Phi_q = _polynomial_rows(model.x_scaler_.transform(torch.as_tensor(Xq)), M)
+    targets = torch.as_tensor(y, dtype=torch.float64)
+    precision = Phi.T @ Phi / noise + torch.eye(Phi.shape[1], dtype=torch.float64) / prior_variance
+    cov = torch.linalg.inv(precision)
+    mean = cov @ Phi.T @ targets / noise
+    return Phi_q @ mean, torch.einsum("ij,jk,ik->i", Phi_q, cov, Phi_q) + noise, mean, cov
+
+
+@pytest.mark.parametrize("basis, M", [("polynomial", 3), ("quantized", 4)])
+def test_untruncated_polynomial_basis_equals_dense_bayesian_linear_regression(basis, M):
+    """``basis="polynomial"`` (one mode of M powers per input) and a quantized polynomial feature map (modes of
+    size 2) filter exactly the dense Bayesian linear regression over the same M^D features."""
+    from tnbayes.basis import FourierPolynomialFeatures
+
+    X, y = _data(80, 2)
+    Xq = np.random.default_rng(6).uniform(-1.5, 1.5, (12, 2))  # polynomials predict anywhere: no clipping
+    feature_map = "polynomial" if basis == "polynomial" else FourierPolynomialFeatures(2, M, "polynomial")
+    prior_variance, noise = 0.7, 0.05
+    model = tnbayes.TTKalmanGP(basis=feature_map, num_basis=M if basis == "polynomial" else None,
+                               outputscale=prior_variance, noise_variance=noise, tol=0.0, max_rank=None,
+                               batch_size=6, normalize_y=False, time_budget=None).fit(X, y)
+    assert model.lengthscale_ is None and model.num_basis_ == (M if basis == "polynomial" else 2)
+    assert model.input_box() is None
+    mean, variance, weights, cov = _dense_blr(model, X, y, Xq, M, prior_variance, noise)
+    post = model.posterior(Xq)
+    torch.testing.assert_close(post.mean, mean, rtol=1e-7, atol=1e-8)
+    torch.testing.assert_close(post.variance, variance, rtol=1e-7, atol=1e-9)
+    if basis == "quantized":  # the weights in the TT's index order: the kron of the map's modes (2 per input)
+        Xs = model.x_scaler_.transform(torch.as_tensor(X))
+        Phi = torch.ones(Xs.shape[0], 1, dtype=torch.float64)
+        for mode in range(feature_map.num_modes):
+            Phi = torch.einsum("na,nb->nab", Phi, feature_map.mode_features(Xs, mode)[0]).reshape(Xs.shape[0], -1)
+        cov = torch.linalg.inv(Phi.T @ Phi / noise + torch.eye(Phi.shape[1], dtype=torch.float64) / prior_variance)
+        weights = cov @ Phi.T @ torch.as_tensor(y, dtype=torch.float64) / noise
+    torch.testing.assert_close(model.posterior_mean_tt_.to_dense(), weights, rtol=1e-7, atol=1e-8)
+    torch.testing.assert_close(model.posterior_cov_tt(tol=0.0).to_dense(), cov, rtol=1e-7, atol=1e-10)
+    full = model.posterior(Xq[:5], full_covariance=True)
+    torch.testing.assert_close(full.variance, post.variance[:5], rtol=1e-8, atol=1e-12)
+
+
+def test_polynomial_basis_defaults_fit_and_estimate_the_noise(tmp_path):
+    """With nothing given, σ_f² and σ² maximise the evidence of the polynomial regression; a cubic with noise 0.1
+    is fitted to about its noise, σ² is found, and the model saves and loads."""
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, (300, 2))
+    y = X[:, 0] ** 3 - X[:, 0] * X[:, 1] + 0.5 * X[:, 1] ** 2 + 0.1 * rng.standard_normal(300)
+    model = tnbayes.TTKalmanGP(basis="polynomial", noise_estimate="training").fit(X, y)
+    assert model.num_basis_ == 4 and "marginal likelihood" in model.hyperparameter_source_
+    noise = model.noise_variance_ * float(model.y_scaler_.scale_) ** 2
+    assert 0.5 * 0.01 < noise < 2 * 0.01
+    Xq = rng.uniform(-1, 1, (200, 2))
+    truth = Xq[:, 0] ** 3 - Xq[:, 0] * Xq[:, 1] + 0.5 * Xq[:, 1] ** 2
+    assert float(np.sqrt(np.mean((model.predict(Xq) - truth) ** 2))) < 0.05
+    model.save(tmp_path / "poly.tnb")
+    back = tnbayes.load_model(tmp_path / "poly.tnb")
+    torch.testing.assert_close(back.posterior(Xq).mean, model.posterior(Xq).mean, rtol=0, atol=0)
+
+
+def test_bases_the_real_filter_cannot_take_are_refused(tmp_path):
+    from tnbayes.basis import FourierPolynomialFeatures, PeriodMixtureFeatures
+
+    X, y = _data(40, 2)
+    refused = [(FourierPolynomialFeatures(2, 4, "fourier", period=8.0), "complex"),
+               (PeriodMixtureFeatures(2, 4, [4.0, 8.0]), "complex"),
+               (FourierPolynomialFeatures(2, 12, "polynomial"), "one size"),
+               ("fourier", "basis must be")]
+    for basis, match in refused:
+        with pytest.raises(ValueError, match=match):
+            tnbayes.TTKalmanGP(basis=basis).fit(X, y)
+    with pytest.raises(ValueError, match="lengthscale and c"):
+        tnbayes.TTKalmanGP(basis="polynomial", lengthscale=1.0).fit(X, y)
+    model = tnbayes.TTKalmanGP(basis=FourierPolynomialFeatures(2, 2, "polynomial", quantized=False),
+                               outputscale=1.0, noise_variance=0.1, time_budget=None).fit(X, y)
+    with pytest.raises(TypeError, match="cannot be saved"):
+        model.save(tmp_path / "instance.tnb")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tnbayes.tensors import TTMatrix, TTVector, hierarchical_order, prime_factors, tensorize_shape, tt_svd
+from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, tt_svd
 
 SHAPES = [(2, 3, 4), (2, 2, 2, 2, 2), (5,), (3, 1, 4, 2), (7, 2)]
 
@@ -20,29 +20,6 @@ def _random_ttm(row_shape, col_shape, rank, seed):
     ranks = [1] + [rank] * (len(row_shape) - 1) + [1]
     return TTMatrix([torch.randn(ranks[k], m, n, ranks[k + 1], generator=g, dtype=torch.float64)
                      for k, (m, n) in enumerate(zip(row_shape, col_shape))])
-
-
-@pytest.mark.parametrize("n, expected", [(1, [1]), (2, [2]), (12, [2, 2, 3]), (97, [97]), (2**10, [2] * 10),
-                                         (19683, [3] * 9), (360, [2, 2, 2, 3, 3, 5])])
-def test_prime_factors(n, expected):
-    assert prime_factors(n) == expected
-    assert math.prod(prime_factors(n)) == n
-
-
-def test_tensorize_shape_pads_large_prime_factors():
-    assert tensorize_shape(1024) == ((2,) * 10, 1024)
-    shape, padded = tensorize_shape(97, max_factor=16)  # 97 is prime
-    assert padded == 98 and shape == (2, 7, 7)
-    shape, padded = tensorize_shape(2 * 1009, max_factor=7)
-    assert padded >= 2018 and max(shape) <= 7 and math.prod(shape) == padded
-    assert padded < 2018 * 1.1
-    assert tensorize_shape(97, max_factor=None) == ((97,), 97)
-    assert tensorize_shape(2**14, merge_to=4) == ((4,) * 7, 2**14)
-    assert tensorize_shape(3**9, merge_to=9) == ((3, 9, 9, 9, 9), 3**9)
-    assert tensorize_shape(2**5 * 3, merge_to=4) == ((2, 3, 4, 4), 96)
-    for n in range(1, 300):
-        shape, padded = tensorize_shape(n)
-        assert padded >= n and max(shape) <= 16 and list(shape) == sorted(shape) and math.prod(shape) == padded
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -203,7 +180,6 @@ def test_matvec_rounded_matches_dense_and_keeps_ranks_small(seed):
 def test_randomized_round_sum_is_exact_with_room_and_near_optimal_when_truncating():
     """Sums of TT-matrices and implicit outer products u cᵀ: exact when the sketch rank exceeds the true
     ranks; when truncating, the error is within a small factor of deterministic rounding of the formed sum."""
-    from tnbayes.tensors.tt import randomized_round_sum
     g = torch.Generator().manual_seed(0)
     shape = (3, 4, 2, 3)
     L = TTMatrix.from_dense(torch.randn(72, 72, dtype=torch.float64, generator=g), shape, shape, max_rank=3)
@@ -230,28 +206,48 @@ def test_randomized_round_sum_is_exact_with_room_and_near_optimal_when_truncatin
         randomized_round_sum(vectors, max_rank=0)
 
 
-@pytest.mark.parametrize("n, D", [(512, 3), (500, 5), (97, 2)])
-def test_hierarchical_order_is_a_permutation_that_lowers_kernel_row_ranks(n, D):
-    """Tree order: a permutation of the n points (padding at the end) whose kernel rows compress better than the
-    data's own (random) order — measured with TT-SVD at relative accuracy 0.1 on an RBF kernel."""
-    g = torch.Generator().manual_seed(n)
-    X = torch.rand(n, D, generator=g, dtype=torch.float64)
-    shape, n_padded = tensorize_shape(n, 16)
-    order = hierarchical_order(X, shape)
-    assert order.dtype == torch.int64 and torch.equal(order.sort().values, torch.arange(n))
-    rows = torch.zeros(16, n_padded, dtype=torch.float64)
+def test_randomized_round_sum_old_import_path_is_the_same_function():
+    import tnbayes.tensors.tt as tt_module
 
-    def mean_rank(columns):
-        rows[:, :n] = torch.exp(-torch.cdist(X[:16], X[columns]).pow(2) / 2.0)
-        return np.mean([max(TTVector.from_dense(r, shape, tol=1e-1).ranks) for r in rows])
+    assert tt_module.randomized_round_sum is randomized_round_sum
 
-    assert mean_rank(order) < 0.7 * mean_rank(torch.arange(n))
-    # the leading digit is a principal-axis split: its groups are separated along the first principal axis
-    block = math.prod(shape[1:])
-    centred = X - X.mean(0)
-    axis = torch.linalg.svd(centred, full_matrices=False)[2][0]
-    projection = (centred @ axis)[order]
-    first, second = projection[:block], projection[block:2 * block]
-    assert first.max() <= second.min() or first.min() >= second.max()
-    with pytest.raises(ValueError, match="prod"):
-        hierarchical_order(X, (2, 2))
+
+def test_gram_and_rank_one_contractions_match_dense():
+    """tt_gram (the Gram matrix of TT-vectors) and the batched contractions with rank-one vectors ⊗_k f_k(i)."""
+    from tnbayes.tensors import tt_gram
+
+    g = torch.Generator().manual_seed(3)
+    shape = (3, 4, 2)
+    vectors = [TTVector.random(shape, r, generator=g) for r in (1, 2, 3, 2)]
+    dense = torch.stack([v.to_dense() for v in vectors])
+    torch.testing.assert_close(tt_gram(vectors), dense @ dense.T, rtol=1e-12, atol=1e-12)
+    assert tt_gram([]).shape == (0, 0)
+    raw = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
+    factors = [raw[0, :, :3], raw[1], raw[2, :, :2]]  # d = 3 factors (n, n_k) of n = 5 rank-one vectors
+    rows = torch.stack([torch.kron(torch.kron(factors[0][i], factors[1][i]), factors[2][i]) for i in range(5)])
+    x = vectors[2]
+    torch.testing.assert_close(x.dot_rank_one(factors), rows @ x.to_dense(), rtol=1e-12, atol=1e-12)
+    A = _random_ttm(shape, (2, 3, 2), 2, seed=4)
+    dense_A = A.to_dense()
+    torch.testing.assert_close(A.transpose_matvec_norms_squared_rank_one(factors), ((rows @ dense_A) ** 2).sum(1),
+                               rtol=1e-12, atol=1e-12)
+    projected = A.transpose_matvec_rank_one([f[1] for f in factors])
+    torch.testing.assert_close(projected.to_dense(), dense_A.T @ rows[1], rtol=1e-12, atol=1e-12)
+
+
+def test_tt_state_round_trip():
+    from tnbayes.tensors import has_tt_state, tt_from_state, tt_state
+
+    x = _random_tt((2, 3, 4), 2, seed=5)
+    A = _random_ttm((2, 3), (3, 2), 2, seed=6)
+    state = {**tt_state(x, "mean"), **tt_state(A, "root"), "other": torch.zeros(1)}
+    assert set(state) == {"mean.0", "mean.1", "mean.2", "root.0", "root.1", "other"}
+    back_x, back_A = tt_from_state(state, "mean", "vector"), tt_from_state(state, "root", "matrix")
+    assert isinstance(back_x, TTVector) and isinstance(back_A, TTMatrix)
+    assert all(torch.equal(a, b) for a, b in zip(back_x.cores, x.cores))
+    assert all(torch.equal(a, b) for a, b in zip(back_A.cores, A.cores))
+    assert has_tt_state(state, "root") and not has_tt_state(state, "correction")
+    with pytest.raises(KeyError, match="correction"):
+        tt_from_state(state, "correction", "matrix")
+    with pytest.raises(ValueError, match="kind"):
+        tt_from_state(state, "mean", "tensor")

@@ -1,11 +1,15 @@
-"""TNKF and the TT Kalman filter against a dense Kalman filter, the closed-form posterior and a direct solve."""
+"""TNKF against a dense Kalman filter, the closed-form posterior and a direct solve; its renamed parameters."""
+
+import json
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
 import tnbayes
-from tnbayes.inference import DenseKalmanFilter, TTKalmanFilter
+from tnbayes._model_file import payload_checksum
+from tnbayes.inference import DenseKalmanFilter
 from tnbayes.tensors import TTVector
 
 EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
@@ -21,7 +25,7 @@ def _data(n=64, d=2, seed=0):
 def _dual_system(model, X):
     Xs = model.x_scaler_.transform(torch.as_tensor(X, dtype=torch.float64))
     order = model.row_order_
-    A = model.kernel_matrix(Xs[order], Xs[order]) + model.regularization_ * torch.eye(len(order), dtype=torch.float64)
+    A = model.kernel_matrix(Xs[order], Xs[order]) + model.penalty_ * torch.eye(len(order), dtype=torch.float64)
     return Xs, A
 
 
@@ -50,7 +54,7 @@ def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
         isotropic.update(rows[k], float(targets[k]), R)
     assert torch.equal(isotropic.mean, dense.mean) and torch.equal(isotropic.covariance, dense.covariance)
     alpha_tt = model.posterior_mean_tt_.to_dense()[:n]
-    cov_tt = model.posterior_cov_tt_.to_dense()[:n, :n]
+    cov_tt = model.posterior_cov_tt(tol=0.0).to_dense()[:n, :n]
     torch.testing.assert_close(alpha_tt, dense.mean, rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(cov_tt, dense.covariance, rtol=1e-8, atol=1e-10)
     if forgetting == 1.0:  # the recursion is the Bayesian posterior N((AᵀA/R + I/p0)⁻¹ Aᵀt/R, ·)
@@ -80,31 +84,6 @@ def test_small_measurement_noise_gives_the_direct_dual_solution():
     torch.testing.assert_close(model.dual_weights_, direct, rtol=1e-8, atol=1e-8)
 
 
-def test_square_root_update_stays_psd_where_the_covariance_form_does_not():
-    X, _ = _data(32, seed=2)
-    model = tnbayes.TNKF(lengthscale=0.5, outputscale=1.0, gamma=100.0, max_rows=1,
-                         normalize_y=False).fit(X, X[:, 0])
-    Xs = model.x_scaler_.transform(X)
-    A = model.kernel_matrix(Xs, Xs) + 0.01 * torch.eye(32, dtype=torch.float64)
-    shape = tuple(model.tt_shape_)
-    rough = {"covariance": (0.05, None), "gain": 1e-10, "innovation": 1e-10, "mean": 1e-10}
-    filters = {mode: TTKalmanFilter(shape, 1.0, truncation=rough, square_root=mode) for mode in (True, False)}
-    worst = {True: np.inf, False: np.inf}
-    for k in range(32):
-        row = TTVector.from_dense(A[k], shape)
-        for mode, kf in filters.items():
-            kf.update(row, float(X[k, 0]), 1e-4)
-            if mode:  # the filter's own state: P = L Lᵀ (the rounded `covariance` property is for inspection)
-                L = kf.covariance_sqrt.to_dense()
-                P = L @ L.T
-            else:
-                P = kf.covariance.to_dense()
-            worst[mode] = min(worst[mode], float(torch.linalg.eigvalsh(P).min()))
-    plain_P = filters[False].covariance.to_dense()
-    assert worst[False] < -1e-3 * float(torch.linalg.eigvalsh(plain_P).max())  # lost definiteness
-    assert worst[True] > -1e-10  # L Lᵀ: PSD after every rounding
-
-
 def test_defaults_fit_a_smooth_function_and_estimate_hyperparameters():
     from tnbayes.datasets import make_sinc
 
@@ -123,8 +102,8 @@ def test_early_stopping_and_max_rows():
     full = tnbayes.TNKF(lengthscale=1.0, outputscale=1.0, gamma=10.0).fit(X, y)
     capped = tnbayes.TNKF(lengthscale=1.0, outputscale=1.0, gamma=10.0, max_rows=40).fit(X, y)
     assert capped.rows_processed_ == 40 and full.rows_processed_ == 128
-    stopped = tnbayes.TNKF(lengthscale=1.0, outputscale=1.0, gamma=10.0, early_stopping=True,
-                           patience=10, stop_tol=0.5).fit(X, y)
+    stopped = tnbayes.TNKF(lengthscale=1.0, outputscale=1.0, gamma=10.0, early_stopping_tol=0.5,
+                           patience=10).fit(X, y)
     assert stopped.stopped_early_ and stopped.rows_processed_ < 128
     history = stopped.covariance_trace_history_
     assert (history[-11] - history[-1]) / history[-11] < 0.5
@@ -284,6 +263,101 @@ def test_constraint_row_and_fixed_bias_match_dense_filter(n):
     for k, target in enumerate((y - b)[streamed]):
         dense.update(rows[k], float(target), R)
     torch.testing.assert_close(model.posterior_mean_tt_.to_dense()[:n], dense.mean, rtol=1e-8, atol=1e-8)
-    torch.testing.assert_close(model.posterior_cov_tt_.to_dense()[:n, :n], dense.covariance, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(model.posterior_cov_tt(tol=0.0).to_dense()[:n, :n], dense.covariance, rtol=1e-8,
+                               atol=1e-10)
     with pytest.raises(ValueError, match="bias"):
         tnbayes.TNKF(bias="median").fit(X, y)
+
+
+# ---------------------------------------------------------------------------------------------- renamed names
+def _posterior(model, X):
+    post = model.posterior(X)
+    return post.mean, post.variance
+
+
+def test_kernel_rbf_is_an_alias_of_the_default_se():
+    X, y = _data(40, seed=11)
+    kwargs = dict(lengthscale=[0.7, 0.9], outputscale=1.3, gamma=20.0, time_budget=None)
+    default = tnbayes.TNKF(**kwargs).fit(X, y)
+    assert default.kernel == "se"
+    rbf = tnbayes.TNKF(kernel="rbf", **kwargs).fit(X, y)
+    for a, b in zip(_posterior(default, X[:9]), _posterior(rbf, X[:9])):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="kernel"):
+        tnbayes.TNKF(kernel="periodic").fit(X, y)
+
+
+@pytest.mark.parametrize("klass", [tnbayes.TNKF, tnbayes.TNKFClassifier])
+def test_early_stopping_and_stop_tol_are_deprecated_aliases_of_early_stopping_tol(klass):
+    X, y = _data(128, seed=4)
+    target = np.sign(y) if klass is tnbayes.TNKFClassifier else y
+    kwargs = dict(lengthscale=1.0, outputscale=1.0, gamma=10.0, patience=10, time_budget=None)
+    new = klass(early_stopping_tol=0.5, **kwargs).fit(X, target)
+    with pytest.warns(FutureWarning, match="early_stopping_tol"):
+        old = klass(early_stopping=True, stop_tol=0.5, **kwargs).fit(X, target)
+    assert old.early_stopping_tol == 0.5 and new.stopped_early_ and old.rows_processed_ == new.rows_processed_ < 128
+    assert old.covariance_trace_history_ == new.covariance_trace_history_
+    for a, b in zip(_posterior(new, X[:9]), _posterior(old, X[:9])):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.warns(FutureWarning):  # the old default tolerance, 1e-4
+        assert klass(early_stopping=True, **kwargs).fit(X, target).early_stopping_tol == 1e-4
+    with pytest.warns(FutureWarning):  # early_stopping=False: no early stopping whatever stop_tol says
+        off = klass(early_stopping=False, stop_tol=0.5, **kwargs).fit(X, target)
+    assert off.early_stopping_tol is None and off.rows_processed_ == 128
+    with pytest.raises(TypeError, match="early_stopping_tol"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        klass(early_stopping=True, stop_tol=0.5, early_stopping_tol=0.1, **kwargs).fit(X, target)
+
+
+def test_posterior_cov_tt_and_regularization_are_deprecated_attribute_names():
+    X, y = _data(32, seed=12)
+    rule = (1e-3, 6)
+    model = tnbayes.TNKF(lengthscale=[0.7, 0.9], outputscale=1.3, gamma=20.0, truncation={"covariance": rule},
+                         time_budget=None).fit(X, y)
+    assert model.penalty_ == pytest.approx(1 / 20.0)
+    with pytest.warns(FutureWarning, match="penalty_"):
+        assert model.regularization_ == model.penalty_
+    with pytest.warns(FutureWarning, match="posterior_cov_tt"):
+        old = model.posterior_cov_tt_
+    new = model.posterior_cov_tt(*rule)
+    assert old.ranks == new.ranks and max(new.ranks) <= 6
+    torch.testing.assert_close(old.to_dense(), new.to_dense(), rtol=0, atol=0)
+    L = model.posterior_cov_sqrt_tt_.to_dense()
+    torch.testing.assert_close(model.posterior_cov_tt(tol=0.0).to_dense(), L @ L.T, rtol=1e-10, atol=1e-12)
+
+
+def _rewrite_model_file(path, edit):
+    """Store the model file's payload changed by ``edit`` (payload → payload), with a valid checksum again."""
+    payload = edit(torch.load(path, map_location="cpu", weights_only=True))
+    torch.save({**payload, "checksum": payload_checksum(payload)}, path)
+
+
+def test_files_saved_before_the_renames_still_load(tmp_path):
+    """A file written by tnbayes 0.1: TT cores under "mean_core_k"/"cov_sqrt_core_k", ``regularization_`` stored,
+    ``kernel="rbf"``, ``early_stopping``/``stop_tol`` parameters."""
+    X, y = _data(60)
+    model = tnbayes.TNKF(lengthscale=[0.7, 0.9], outputscale=1.3, gamma=20.0, time_budget=None).fit(X, y)
+    path = tmp_path / "old.pt"
+    model.save(path)
+
+    def to_old(payload):
+        payload["extra"] = {key.replace("mean.", "mean_core_").replace("root.", "cov_sqrt_core_"): value
+                            for key, value in payload["extra"].items()}
+        scalars = json.loads(payload["scalars_json"])
+        scalars["regularization_"] = scalars.pop("penalty_")
+        payload["scalars_json"] = json.dumps(scalars)
+        params = json.loads(payload["params_json"])
+        for name in ("early_stopping_tol", "early_stopping", "stop_tol"):
+            params.pop(name)
+        params.update(kernel="rbf", early_stopping=True, stop_tol=0.25)
+        payload["params_json"] = json.dumps(params)
+        return payload
+
+    _rewrite_model_file(path, to_old)
+    assert "mean_core_0" in torch.load(path, weights_only=True)["extra"]
+    back = tnbayes.load_model(path)
+    assert back.penalty_ == model.penalty_ and back.early_stopping_tol == 0.25 and back.kernel == "rbf"
+    Xt, _ = _data(7, seed=9)
+    for a, b in zip(_posterior(model, Xt), _posterior(back, Xt)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert back.posterior_cov_sqrt_tt_.ranks == model.posterior_cov_sqrt_tt_.ranks

@@ -1,4 +1,4 @@
-"""Kalman filtering of a static weight vector from scalar linear measurements, dense and in TT form.
+"""The row-by-row square-root Kalman filter in TT form (TNKF's engine; the *inference* axis).
 
 The state is a weight vector ``w ∈ R^N`` with Gaussian prior ``N(m_0, P_0)`` that does not evolve
 except through an optional forgetting factor; each measurement is ``t_k = c_kᵀ w + e_k``,
@@ -23,114 +23,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
 
-from tnbayes.tensors.tt import TTMatrix, TTVector
+from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
+from tnbayes.tensors import TTMatrix, TTVector
 
-__all__ = ["DenseKalmanFilter", "TTKalmanFilter", "Truncation", "TRUNCATED_QUANTITIES"]
-
-#: quantities of the TT filter that are rounded after every update (see ``Truncation``)
-TRUNCATED_QUANTITIES = ("mean", "row", "covariance", "gain", "innovation")
+__all__ = ["TTKalmanFilter", "covariance_from_root"]
 
 
-@dataclass(frozen=True)
-class Truncation:
-    """Relative tolerance and maximum TT rank of one rounded quantity.
-
-    Attributes
-    ----------
-    tol : float
-        Relative rounding accuracy (0: exact up to round-off).
-    max_rank : int or None
-        Cap on every TT rank (None: no cap).
-    """
-
-    tol: float = 0.0
-    max_rank: int | None = None
-
-    @classmethod
-    def parse(cls, spec: "Truncation | float | tuple | Mapping | None") -> "Truncation":
-        """From a ``Truncation``, a tolerance, a ``(tol, max_rank)`` pair or a dict with those keys."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, Truncation):
-            return spec
-        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-            out = cls(float(spec), None)
-        elif isinstance(spec, (tuple, list)) and len(spec) == 2:
-            out = cls(float(spec[0]), None if spec[1] is None else int(spec[1]))
-        elif isinstance(spec, Mapping):
-            out = cls(float(spec.get("tol", 0.0)), None if spec.get("max_rank") is None else int(spec["max_rank"]))
-        else:
-            raise ValueError(f"A truncation is a tolerance, (tol, max_rank) or {{'tol':…, 'max_rank':…}}; got {spec!r}.")
-        if not (0.0 <= out.tol < 1.0) or (out.max_rank is not None and out.max_rank < 1):
-            raise ValueError(f"Truncation tolerance must be in [0, 1) and max_rank >= 1; got {spec!r}.")
-        return out
-
-
-class DenseKalmanFilter:
-    """The reference filter with a dense mean (N,) and covariance (N, N): O(N²) memory and per row.
+def covariance_from_root(root: TTMatrix, tol: float = 0.0, max_rank: int | None = None) -> TTMatrix:
+    """The covariance ``P = L Lᵀ`` of a square root ``L``, as a rounded TT-matrix.
 
     Parameters
     ----------
-    prior_mean : torch.Tensor of shape (N,)
-    prior_covariance : torch.Tensor of shape (N, N)
-    forgetting_factor : float
-        ``λ_f ∈ (0, 1]``; ``P⁻ = P / λ_f`` before each update.
+    root : TTMatrix with modes (n_1, …, n_d) × (m_1, …, m_d)
+        L.
+    tol : float
+        Relative rounding accuracy of P.
+    max_rank : int, optional
+        Rank cap of P.
+
+    Returns
+    -------
+    TTMatrix with modes (n_1, …, n_d) × (n_1, …, n_d)
     """
-
-    def __init__(self, prior_mean: torch.Tensor, prior_covariance: torch.Tensor, *,
-                 forgetting_factor: float = 1.0) -> None:
-        self.mean = prior_mean.clone()
-        self.covariance = prior_covariance.clone()
-        self.forgetting_factor = float(forgetting_factor)
-        self.num_updates = 0
-
-    @classmethod
-    def isotropic(cls, size: int, prior_variance: float, *, dtype: torch.dtype = torch.float64,
-                  device: str | torch.device | None = None, forgetting_factor: float = 1.0) -> "DenseKalmanFilter":
-        """Zero prior mean and covariance ``prior_variance · I``, allocated once (8N² bytes in float64).
-
-        Parameters
-        ----------
-        size : int
-            N.
-        prior_variance : float
-        dtype, device
-            Of the state.
-        forgetting_factor : float
-
-        Returns
-        -------
-        DenseKalmanFilter
-        """
-        filt = cls.__new__(cls)
-        filt.mean = torch.zeros(int(size), dtype=dtype, device=device)
-        filt.covariance = torch.eye(int(size), dtype=dtype, device=device).mul_(float(prior_variance))
-        filt.forgetting_factor = float(forgetting_factor)
-        filt.num_updates = 0
-        return filt
-
-    def update(self, row: torch.Tensor, target: float, measurement_noise: float) -> None:
-        """Condition on ``target = rowᵀ w + e``, ``e ~ N(0, measurement_noise)``.
-
-        Parameters
-        ----------
-        row : torch.Tensor of shape (N,)
-        target : float
-        measurement_noise : float
-        """
-        # in place: one N×N buffer, so the largest N this filter holds is set by 8N² bytes, not twice that
-        if self.forgetting_factor != 1.0:
-            self.covariance.div_(self.forgetting_factor)
-        gain_numerator = self.covariance @ row
-        innovation_variance = float(row @ gain_numerator) + measurement_noise
-        residual = float(target) - float(row @ self.mean)
-        self.mean = self.mean + (residual / innovation_variance) * gain_numerator
-        self.covariance.addr_(gain_numerator, gain_numerator, alpha=-1.0 / innovation_variance)
-        self.num_updates += 1
+    return root.matmul(root.T).round(tol, max_rank)
 
 
 class TTKalmanFilter:
@@ -208,7 +126,7 @@ class TTKalmanFilter:
         if not self.square_root:
             return self._covariance
         rule = self.truncation["covariance"]
-        return self.covariance_sqrt.matmul(self.covariance_sqrt.T).round(rule.tol, rule.max_rank)
+        return covariance_from_root(self.covariance_sqrt, rule.tol, rule.max_rank)
 
     def covariance_trace(self) -> float:
         """``trace(P)``."""

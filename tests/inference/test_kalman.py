@@ -1,0 +1,154 @@
+"""The Kalman engines of tnbayes.inference.kalman against the dense filter and closed-form posteriors: the
+row-by-row TT filter (TNKF's), the batch TT filter over rank-one feature rows (TTKalmanGP's), truncation."""
+
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.inference.kalman import (
+    DenseKalmanFilter,
+    TTBatchKalmanFilter,
+    TTKalmanFilter,
+    Truncation,
+    covariance_from_root,
+    kalman_batch_update,
+    prior_root_matrix,
+)
+from tnbayes.tensors import TTVector
+
+EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
+
+
+def _inputs(n, d=2, seed=0):
+    """Uniform inputs on [-2, 2]^d (the first draw of the model tests' data)."""
+    return torch.rand(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 4 - 2
+
+
+def test_truncation_parses_every_form_and_refuses_bad_ones():
+    assert Truncation.parse(None) == Truncation(0.0, None)
+    assert Truncation.parse(1e-3) == Truncation(1e-3, None)
+    assert Truncation.parse((1e-3, 8)) == Truncation(1e-3, 8)
+    assert Truncation.parse({"tol": 1e-2, "max_rank": 4}) == Truncation(1e-2, 4)
+    for bad in (1.5, (0.1, 0), "tight"):
+        with pytest.raises(ValueError):
+            Truncation.parse(bad)
+
+
+@pytest.mark.parametrize("forgetting", [1.0, 0.95])
+def test_exact_row_filter_equals_the_dense_filter_and_the_closed_form(forgetting):
+    """Untruncated TTKalmanFilter (square root and covariance form) = DenseKalmanFilter = (for λ = 1) the
+    Bayesian posterior N((CᵀC/R + I/p0)⁻¹ Cᵀt/R, (CᵀC/R + I/p0)⁻¹); ``isotropic`` = the general constructor."""
+    g = torch.Generator().manual_seed(1)
+    shape, n, R, p0 = (2, 3, 2), 12, 0.05, 1.5
+    rows = torch.randn(9, n, generator=g, dtype=torch.float64)
+    targets = torch.randn(9, generator=g, dtype=torch.float64)
+    dense = DenseKalmanFilter(torch.zeros(n, dtype=torch.float64), p0 * torch.eye(n, dtype=torch.float64),
+                              forgetting_factor=forgetting)
+    isotropic = DenseKalmanFilter.isotropic(n, p0, forgetting_factor=forgetting)
+    filters = [TTKalmanFilter(shape, p0, truncation=EXACT, forgetting_factor=forgetting, square_root=mode)
+               for mode in (True, False)]
+    for row, target in zip(rows, targets):
+        dense.update(row, float(target), R)
+        isotropic.update(row, float(target), R)
+        variances = [kf.update(TTVector.from_dense(row, shape), float(target), R) for kf in filters]
+        assert variances[0] == pytest.approx(variances[1], rel=1e-10)
+    assert torch.equal(isotropic.mean, dense.mean) and torch.equal(isotropic.covariance, dense.covariance)
+    for kf in filters:
+        torch.testing.assert_close(kf.mean.to_dense(), dense.mean, rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(kf.covariance.to_dense(), dense.covariance, rtol=1e-9, atol=1e-11)
+        assert kf.num_updates == 9 and kf.covariance_trace() == pytest.approx(float(dense.covariance.trace()))
+    L = filters[0].covariance_sqrt
+    torch.testing.assert_close(covariance_from_root(L).to_dense(), L.to_dense() @ L.to_dense().T)
+    if forgetting == 1.0:
+        precision = rows.T @ rows / R + torch.eye(n, dtype=torch.float64) / p0
+        cov = torch.linalg.inv(precision)
+        torch.testing.assert_close(dense.mean, cov @ rows.T @ targets / R, rtol=1e-8, atol=1e-9)
+        torch.testing.assert_close(dense.covariance, cov, rtol=1e-8, atol=1e-10)
+
+
+def test_square_root_update_stays_psd_where_the_covariance_form_does_not():
+    X = _inputs(32, seed=2)
+    model = tnbayes.TNKF(lengthscale=0.5, outputscale=1.0, gamma=100.0, max_rows=1,
+                         normalize_y=False).fit(X, X[:, 0])
+    Xs = model.x_scaler_.transform(X)
+    A = model.kernel_matrix(Xs, Xs) + 0.01 * torch.eye(32, dtype=torch.float64)
+    shape = tuple(model.tt_shape_)
+    rough = {"covariance": (0.05, None), "gain": 1e-10, "innovation": 1e-10, "mean": 1e-10}
+    filters = {mode: TTKalmanFilter(shape, 1.0, truncation=rough, square_root=mode) for mode in (True, False)}
+    worst = {True: np.inf, False: np.inf}
+    for k in range(32):
+        row = TTVector.from_dense(A[k], shape)
+        for mode, kf in filters.items():
+            kf.update(row, float(X[k, 0]), 1e-4)
+            if mode:  # the filter's own state: P = L Lᵀ (the rounded `covariance` property is for inspection)
+                L = kf.covariance_sqrt.to_dense()
+                P = L @ L.T
+            else:
+                P = kf.covariance.to_dense()
+            worst[mode] = min(worst[mode], float(torch.linalg.eigvalsh(P).min()))
+    plain_P = filters[False].covariance.to_dense()
+    assert worst[False] < -1e-3 * float(torch.linalg.eigvalsh(plain_P).max())  # lost definiteness
+    assert worst[True] > -1e-10  # L Lᵀ: PSD after every rounding
+
+
+def _kron_rows(phi):
+    """Dense rows (n, M^D) of the rank-one feature rows phi (D, n, M)."""
+    rows = phi[0]
+    for factor in phi[1:]:
+        rows = torch.einsum("na,nb->nab", rows, factor).reshape(rows.shape[0], -1)
+    return rows
+
+
+@pytest.mark.parametrize("batch_size, forgetting", [(4, 1.0), (1, 0.9), (7, 1.0)])
+def test_untruncated_batch_update_equals_the_dense_filter(batch_size, forgetting):
+    """kalman_batch_update over rank-one rows φ_1 ⊗ φ_2 ⊗ φ_3 with the diagonal prior L₀ = ⊗ diag(p_d), run by
+    TTBatchKalmanFilter in batches, = DenseKalmanFilter row by row (forgetting per batch = per row for B = 1)."""
+    g = torch.Generator().manual_seed(2)
+    D, M, n, noise = 3, 3, 14, 0.1
+    prior_root = 0.5 + torch.rand(D, M, generator=g, dtype=torch.float64)
+    phi = torch.randn(D, n, M, generator=g, dtype=torch.float64)
+    targets = torch.randn(n, generator=g, dtype=torch.float64)
+    rows = _kron_rows(phi)
+    prior_cov = torch.diag(_kron_rows(prior_root.unsqueeze(1) ** 2)[0])
+    dense = DenseKalmanFilter(torch.zeros(M ** D, dtype=torch.float64), prior_cov, forgetting_factor=forgetting)
+    for row, target in zip(rows, targets):
+        dense.update(row, float(target), noise)
+    kalman = TTBatchKalmanFilter(prior_root)
+    assert kalman.covariance_trace() == pytest.approx(kalman.prior_covariance_trace(), rel=1e-12)
+    torch.testing.assert_close(prior_root_matrix(prior_root).to_dense(), prior_cov.sqrt())
+    for first in range(0, n, batch_size):
+        kalman.forget(forgetting)
+        kalman.update(phi[:, first:first + batch_size], targets[first:first + batch_size], noise)
+    torch.testing.assert_close(kalman.mean.to_dense(), dense.mean, rtol=1e-8, atol=1e-10)
+    L = kalman.covariance_sqrt.to_dense()
+    torch.testing.assert_close(L @ L.T, dense.covariance, rtol=1e-8, atol=1e-11)
+    torch.testing.assert_close(kalman.covariance_trace(), float(dense.covariance.trace()), rtol=1e-10, atol=0)
+    # predictions of rank-one rows: mean φᵀm and variance φᵀPφ
+    query = torch.randn(D, 5, M, generator=g, dtype=torch.float64)
+    dense_query = _kron_rows(query)
+    torch.testing.assert_close(kalman.predict_mean(query), dense_query @ dense.mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(kalman.predict_variance(query),
+                               torch.einsum("ij,jk,ik->i", dense_query, dense.covariance, dense_query),
+                               rtol=1e-8, atol=1e-11)
+
+
+def test_rank_capped_batch_update_stays_within_its_cap_and_psd():
+    g = torch.Generator().manual_seed(3)
+    D, M = 4, 3
+    prior_root = 0.5 + torch.rand(D, M, generator=g, dtype=torch.float64)
+    mean, correction = TTVector.zeros((M,) * D), None
+    for _ in range(6):
+        phi = torch.randn(D, 5, M, generator=g, dtype=torch.float64)
+        mean, correction = kalman_batch_update(mean, prior_root, correction, phi,
+                                               torch.randn(5, generator=g, dtype=torch.float64), 0.05, tol=1e-8,
+                                               max_rank=3, generator=g)
+        assert max(mean.ranks) <= 3 and max(correction.ranks) <= 3
+    L = (prior_root_matrix(prior_root) - correction).to_dense()
+    assert float(torch.linalg.eigvalsh(L @ L.T).min()) >= -1e-12
+
+
+def test_kalman_batch_update_keeps_its_old_import_path():
+    from tnbayes.models.tt_kalman import kalman_batch_update as old
+
+    assert old is kalman_batch_update and tnbayes.inference.kalman_batch_update is kalman_batch_update

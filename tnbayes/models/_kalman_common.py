@@ -1,0 +1,101 @@
+"""What the Kalman-filter regressors TNKF and TTKalmanGP share: the time-budget bookkeeping (store the plan, report
+it, warn, record the seconds) and the posterior covariance of their TT state.
+
+The cost models and the choice of settings are in :mod:`tnbayes.inference.budget`; this mixin only connects a
+model's plan to its ``budget_``, ``fit_report_`` and warnings, so that both regressors say the same things in the
+same words. A model names its settings through three small hooks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from tnbayes.inference.budget import BudgetPlan, BudgetWarning, describe_plan, record_measured_seconds
+from tnbayes.inference.kalman import covariance_from_root
+from tnbayes.selection.calibration import PrequentialResiduals
+from tnbayes.tensors import TTMatrix
+
+__all__ = ["KalmanModelMixin"]
+
+
+class KalmanModelMixin:
+    """Budget reporting, the predictive noise and the TT posterior covariance for a
+    :class:`~tnbayes.models.base.BaseModel` with ``time_budget``, ``hyper_max_points``, ``measurement_noise_`` and a
+    fitted covariance root ``posterior_cov_sqrt_tt_``.
+
+    Subclasses implement :meth:`_budget_settings_text` and :meth:`_budget_pass_text` and set
+    ``_budget_given_instead``; they call :meth:`_store_plan` once the plan is made and :meth:`_record_budget` after
+    the filter ran. ``hyperparameter_source_`` must be set before either (``"given"``: nothing was estimated).
+    """
+
+    #: the parameters that, given, skip the hyper-parameter estimate (named by the warning of a slow estimate)
+    _budget_given_instead: ClassVar[str] = ""
+    #: the report's remark when the first candidate of the ladder fits the budget
+    _budget_first_fits: ClassVar[str] = "the first choice fits"
+
+    def _budget_settings_text(self, settings: Mapping[str, Any]) -> str:
+        """How the report names budgeted settings (e.g. ``"M = 8, TT rank cap 6, batches of 8"``)."""
+        raise NotImplementedError
+
+    def _budget_default_text(self, settings: Mapping[str, Any]) -> str:
+        """How the report names the first candidate's settings (default: as :meth:`_budget_settings_text`)."""
+        return self._budget_settings_text(settings)
+
+    def _budget_pass_text(self, settings: Mapping[str, Any]) -> str:
+        """The constructor arguments that fix these settings, for the over-budget warning."""
+        raise NotImplementedError
+
+    def _store_plan(self, plan: BudgetPlan, *, stacklevel: int, **extra: Any) -> None:
+        """Set ``budget_`` (``time_budget``, ``extra``, the plan, ``settings["max_rows"]``), report the choice and
+        warn (:class:`~tnbayes.inference.budget.BudgetWarning`, at ``stacklevel`` counted from the caller) when the
+        plan is over the budget."""
+        time_budget = self.time_budget
+        self.budget_ = {"time_budget": None if time_budget is None else float(time_budget), **extra, **plan.as_dict()}
+        self.budget_["settings"]["max_rows"] = plan.rows
+        line, warning = describe_plan(plan, model=type(self).__name__, time_budget=time_budget,
+                                      settings_text=self._budget_settings_text,
+                                      default_text=self._budget_default_text, first_fits=self._budget_first_fits,
+                                      pass_text=self._budget_pass_text)
+        self._report(line)
+        if warning is not None:
+            warnings.warn(warning, BudgetWarning, stacklevel=stacklevel + 1)
+
+    def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
+                       fit_seconds: float) -> None:
+        """Add the measured seconds to ``budget_`` and report them (see
+        :func:`~tnbayes.inference.budget.record_measured_seconds`)."""
+        self._report(record_measured_seconds(
+            self.budget_, model=type(self).__name__, hyperparameter_seconds=hyperparameter_seconds,
+            filter_seconds=filter_seconds, rows=rows, fit_seconds=fit_seconds, time_budget=self.time_budget,
+            estimated=self.hyperparameter_source_ != "given", hyper_max_points=int(self.hyper_max_points),
+            given_instead=self._budget_given_instead))
+
+    def _store_noise(self, held_out: PrequentialResiduals | None) -> None:
+        """Set ``held_out_noise_variance_`` (None without a hold-out) and the predictive ``noise_variance_``: the
+        filter's ``measurement_noise_``, or what the prequential hold-out of the last rows calls for."""
+        self.held_out_noise_variance_ = (None if held_out is None
+                                         else held_out.noise_variance(self.measurement_noise_))
+        self.noise_variance_ = (self.measurement_noise_ if self.held_out_noise_variance_ is None
+                                else self.held_out_noise_variance_)
+        if self.held_out_noise_variance_ is not None:
+            self._report(held_out.describe(self.measurement_noise_))
+
+    def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
+        """The posterior covariance of the filtered weights, ``P = L Lᵀ`` (L = ``posterior_cov_sqrt_tt_``), rounded.
+
+        Parameters
+        ----------
+        tol : float
+            Relative accuracy of the rounding of P (0: exact up to round-off).
+        max_rank : int, optional
+            Cap of P's TT ranks.
+
+        Returns
+        -------
+        TTMatrix
+            Square, with the row modes of L (on the standardised scale).
+        """
+        self._check_fitted("posterior_cov_tt")
+        return covariance_from_root(self.posterior_cov_sqrt_tt_, tol, max_rank)

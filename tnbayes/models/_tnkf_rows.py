@@ -1,0 +1,213 @@
+"""TNKF's measurement rows: the kernel that builds them, the order of α's entries and of the stream, and the
+streaming of the compressed rows through the row-by-row TT Kalman filter.
+
+The LS-SVM dual's rows ``c_k = K[k] + e_k/γ`` play for :class:`~tnbayes.TNKF` the part a basis plays for the
+primal models: they are what the filter of :mod:`tnbayes.inference.kalman` measures. :class:`KernelRowsMixin`
+holds that machinery for :class:`~tnbayes.TNKF` (and :class:`~tnbayes.TNKFClassifier`); it reads the model's
+parameters and fitted attributes (``lengthscale_``, ``outputscale_``, ``penalty_``, ``tt_shape_``, ``n_padded_``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gpytorch
+import torch
+
+from tnbayes.inference.kalman import TTKalmanFilter, Truncation
+from tnbayes.selection.calibration import PrequentialResiduals
+from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
+from tnbayes.tensors import TTVector, hierarchical_order
+
+__all__ = ["KernelRowsMixin", "ROW_ORDERS", "STREAM_ORDERS"]
+
+#: how the entries of α (the columns of the kernel rows) are ordered before tensorisation (the order
+#: changes TT ranks, not the exact solution)
+ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
+#: in which order the rows are streamed into the filter (matters with ``max_rows``, early stopping or truncation)
+STREAM_ORDERS = ("auto", "given", "index", "random")
+#: entries of one dense kernel block computed at a time (rows × training points)
+_KERNEL_BLOCK_ENTRIES = 2**24
+
+
+class KernelRowsMixin:
+    """Kernel rows of the LS-SVM dual for a TNKF-like model: build, order, compress and stream them."""
+
+    def _make_kernel_module(self, num_dims: int) -> gpytorch.kernels.Kernel:
+        """The GPyTorch kernel of the rows: ``ScaleKernel`` of the ARD SE or Matérn kernel with ``lengthscale_`` and
+        ``outputscale_``, in eval mode, of the model's dtype and device."""
+        if self.kernel != "matern":
+            base = gpytorch.kernels.RBFKernel(ard_num_dims=num_dims)
+        else:
+            base = gpytorch.kernels.MaternKernel(nu=float(self.nu), ard_num_dims=num_dims)
+        module = gpytorch.kernels.ScaleKernel(base).to(dtype=self.dtype_, device=self.device_)
+        module.base_kernel.lengthscale = self.lengthscale_.to(self.dtype_).reshape(1, -1).to(self.device_)
+        module.outputscale = float(self.outputscale_)
+        return module.eval()
+
+    def _block_rows(self, num_columns: int) -> int:
+        """Kernel rows computed in one dense block of ``num_columns`` columns."""
+        return max(1, min(4096, _KERNEL_BLOCK_ENTRIES // max(num_columns, 1)))
+
+    def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """Set ``lengthscale_``, ``outputscale_``, ``penalty_`` and ``measurement_noise_``: given, or from an exact GP's
+        marginal likelihood on (a subsample of) X (n, D), y (n,) (see the Notes of :class:`~tnbayes.TNKF`)."""
+        num_dims = X.shape[1]
+        estimate = None
+        if self.lengthscale is None or self.measurement_noise is None or self.prior_variance is None:
+            family = "matern" if self.kernel == "matern" else "se"
+            estimate = estimate_kernel_hyperparameters(
+                X, y, kernel=family, nu=None if family == "se" else float(self.nu),
+                max_points=int(self.hyper_max_points), seed=int(self.seed))
+        self.hyperparameter_source_ = "given" if estimate is None else estimate.describe()
+        self._report(f"kernel hyper-parameters: {self.hyperparameter_source_} (an exact GP's ML-II, ℓ/√2 for the "
+                     f"filter's data-dependent kernel; given values are kept).")
+        if self.lengthscale is not None:
+            ls = torch.as_tensor(self.lengthscale, dtype=torch.float64).reshape(-1)
+            if ls.numel() not in (1, num_dims) or not bool((ls > 0).all()):
+                raise ValueError(f"lengthscale must be one positive number or one per input ({num_dims}).")
+            self.lengthscale_ = ls.expand(num_dims).clone()
+        else:  # Σ_j k_ℓ(x, x_j) k_ℓ(x_j, x') ∝ k_{√2ℓ}(x, x') for the SE kernel
+            self.lengthscale_ = estimate.lengthscale.clone() / math.sqrt(2.0)
+        self.outputscale_ = float(self.outputscale) if self.outputscale is not None else 1.0
+        self.penalty_ = 0.0 if self.gamma is None else 1.0 / float(self.gamma)
+        self.measurement_noise_ = float(self.measurement_noise if self.measurement_noise is not None
+                                        else estimate.noise_variance)
+        self._gp_outputscale = None if estimate is None else float(estimate.outputscale)
+
+    def _default_prior_variance(self, X: torch.Tensor) -> float:
+        """p_0 = σ_f,GP² / mean_i Σ_j c_ij² (rows of K + I/γ)."""
+        return self._gp_outputscale / self._mean_square_row(X)
+
+    def _mean_square_row(self, X: torch.Tensor) -> float:
+        """mean_i Σ_j c_ij² over (at most) 512 random rows c_i of K + I/γ (needs ``kernel_module_``)."""
+        generator = torch.Generator().manual_seed(int(self.seed))
+        rows = torch.randperm(X.shape[0], generator=generator)[:512].to(X.device)
+        block = self.kernel_matrix(X[rows], X)
+        block[torch.arange(rows.numel()), rows] += self.penalty_
+        return float((block**2).sum(1).mean())
+
+    def _row_order(self, X: torch.Tensor, shape: list[int]) -> torch.Tensor:
+        """α's entry order (``order``): a permutation (n,) of the training inputs X (n, D) for TT modes ``shape``."""
+        order = self.order
+        if order == "auto":
+            order = "sorted" if X.shape[1] == 1 else "tree"
+        if order == "given":
+            return torch.arange(X.shape[0], device=X.device)
+        if order == "sorted":
+            return torch.argsort(X[:, 0], stable=True)
+        X = X / self.lengthscale_.to(X)  # the kernel's geometry: rare one-hot columns must not dominate
+        if order == "tree":
+            return hierarchical_order(X, shape).to(X.device)
+        centred = X - X.mean(0)
+        _, _, vh = torch.linalg.svd(centred[: min(X.shape[0], 20000)].double(), full_matrices=False)
+        return torch.argsort(centred.double() @ vh[0], stable=True)
+
+    def _sample_row_ranks(self, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
+                          rule: Truncation, num_rows: int = 4) -> list[int]:
+        """Largest bond ranks (d − 1) of a few compressed kernel rows, the row ranks of the cost model."""
+        generator = torch.Generator().manual_seed(int(self.seed))
+        picked = torch.randperm(X.shape[0], generator=generator)[:num_rows].to(X.device)
+        rows = torch.zeros(picked.numel(), self.n_padded_, dtype=self.dtype_, device=self.device_)
+        rows[:, : X.shape[0]] = self.kernel_matrix(X[picked], X_ordered)
+        rows[torch.arange(picked.numel()), position[picked]] += self.penalty_
+        ranks = [TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank).ranks[1:-1]
+                 for row in rows]
+        return [max(r[k] for r in ranks) for k in range(len(self.tt_shape_) - 1)]
+
+    def _stream(self, n: int, order: torch.Tensor, num_dims: int, subsample: bool = False) -> torch.Tensor:
+        """Training-input indices in the order their rows are streamed (see ``stream_order``); ``subsample``: the
+        budget streams only the first rows, so ``"auto"`` means a random order."""
+        stream_order = self.stream_order
+        if stream_order == "auto":
+            stream_order = "random" if subsample else "index" if num_dims == 1 else "given"
+        if stream_order == "index":
+            return order
+        if stream_order == "random":
+            generator = torch.Generator().manual_seed(int(self.seed))
+            return torch.randperm(n, generator=generator).to(order.device)
+        return torch.arange(n, device=order.device)
+
+    def _should_stop(self, history: list[float]) -> bool:
+        """Whether tr(P) fell by less than ``early_stopping_tol`` (relative) over the last ``patience`` rows."""
+        patience = int(self.patience)
+        if len(history) <= patience:
+            return False
+        before, now = history[-patience - 1], history[-1]
+        return before > 0 and (before - now) / before < float(self.early_stopping_tol)
+
+    def _stream_rows(self, kalman: TTKalmanFilter, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
+                     stream: torch.Tensor, targets: torch.Tensor, limit: int, row_rule: Truncation,
+                     held_out: PrequentialResiduals | None) -> tuple[dict[str, int], bool]:
+        """Stream the first ``limit`` rows of ``stream`` through the filter (the constraint row first when asked).
+
+        Parameters
+        ----------
+        kalman : TTKalmanFilter
+            The filter, updated in place.
+        X, X_ordered : torch.Tensor of shape (n, D)
+            Scaled training inputs as given and in α's order.
+        position : torch.Tensor of shape (n,)
+            Entry of α of each training input.
+        stream : torch.Tensor of shape (n,)
+            Training-input indices in streaming order.
+        targets : torch.Tensor of shape (n,)
+            y − b in streaming order.
+        limit : int
+            Rows to stream.
+        row_rule : Truncation
+            Compression of each kernel row.
+        held_out : PrequentialResiduals or None
+            Collects the prequential residuals of the last rows (predicted before they are filtered).
+
+        Returns
+        -------
+        max_ranks : dict
+            Largest TT rank of the rows, the mean and the covariance root.
+        stopped : bool
+            Whether early stopping ended the stream.
+        """
+        n, n_padded, shape = X.shape[0], self.n_padded_, self.tt_shape_
+        block = self._block_rows(n)
+        max_ranks = {q: 1 for q in ("row", "mean", "covariance")}
+        progress = None
+        if self.verbose:
+            from tqdm.auto import tqdm
+            progress = tqdm(total=limit, desc=f"{type(self).__name__} rows")
+        stopped = False
+        if self.constraint_row:
+            ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
+            ones[:n] = 1.0
+            kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
+        for first in range(0, limit, block):
+            last = min(first + block, limit)
+            rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
+            streamed = stream[first:last]
+            rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
+            rows[torch.arange(last - first), position[streamed]] += self.penalty_
+            for i in range(last - first):
+                if held_out is not None and held_out.wanted(first + i, 1).stop > held_out.wanted(first + i, 1).start:
+                    # predict the row from the state before it, with the kernel row of a new input: without
+                    # its own entry k(x_i, x_i) (+ 1/γ), whose unprocessed prior variance p₀ would otherwise
+                    # make every held-out row look well covered even when the kernel is nearly white
+                    kernel_row = rows[i].clone()
+                    kernel_row[position[streamed[i]]] = 0.0
+                    kernel_tt = TTVector.from_dense(kernel_row, shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                    held_out.add(targets[first + i:first + i + 1] - kernel_tt.dot(kalman.mean).reshape(1).cpu(),
+                                 kalman.covariance_sqrt.transpose_matvec_norm_squared(kernel_tt).reshape(1).cpu()
+                                 + self.measurement_noise_)
+                row = TTVector.from_dense(rows[i], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                kalman.update(row, float(targets[first + i]), self.measurement_noise_)
+                max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
+                max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
+                max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
+                if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):
+                    stopped = True
+                    break
+            if progress is not None:
+                progress.update(last - first)
+            if stopped:
+                break
+        if progress is not None:
+            progress.close()
+        return max_ranks, stopped
