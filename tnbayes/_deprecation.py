@@ -1,4 +1,13 @@
-"""Renamed constructor parameters: the old name keeps working for two releases, with a ``FutureWarning``.
+"""Renamed or moved public names: the old spelling keeps working for two releases, with a ``FutureWarning``.
+
+Two kinds of names change:
+
+- **constructor parameters** (below);
+- **module-level names** that moved to another module or were renamed: the old module gets a PEP 562 module
+  ``__getattr__`` built by :func:`moved_names_getattr`, e.g.
+  ``__getattr__ = moved_names_getattr(__name__, {"REGULARIZERS": ("tnbayes.inference.als", "PENALTY_FORMS")})``.
+
+Constructor parameters:
 
 A model lists its renames in ``_renamed_parameters = {"old_name": "new_name"}`` and keeps the old name in its
 ``__init__`` signature with the default :data:`DEPRECATED` (so ``get_params``, ``set_params`` and ``clone`` see
@@ -9,10 +18,13 @@ the code reads only the new names.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["DEPRECATED", "apply_renamed_parameters", "is_deprecated_default"]
+__all__ = ["DEPRECATED", "apply_renamed_parameters", "is_deprecated_default", "moved_names_getattr"]
 
 #: the default of a renamed parameter's old name: "not passed"
 DEPRECATED = "deprecated"
@@ -56,11 +68,40 @@ def apply_renamed_parameters(estimator: Any) -> None:
 
 
 def _signature_default(klass: type, name: str) -> Any:
-    import inspect
-
     for base in klass.__mro__:
         if "__init__" in vars(base):
             parameter = inspect.signature(base.__init__).parameters.get(name)
             if parameter is not None:
                 return parameter.default
     return None
+
+
+def moved_names_getattr(module_name: str, moved: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that serves old names from their new home, warning once per access.
+
+    Parameters
+    ----------
+    module_name : str
+        The module that used to hold the names (its ``__name__``).
+    moved : mapping of str to (str, str)
+        ``{old_name: (new_module, new_name)}``; the new module may be ``module_name`` itself (a renamed constant).
+
+    Returns
+    -------
+    callable
+        ``__getattr__(name)``: the object now at ``new_module.new_name`` for an old name (with a ``FutureWarning``),
+        ``AttributeError`` for any other name.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name not in moved:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        home, new = moved[name]
+        if new == name:
+            change = f"moved to {home}.{new} in tnbayes {RENAMED_IN}; import it from there (the old path"
+        else:
+            change = f"was renamed {new} ({home}.{new}) in tnbayes {RENAMED_IN}; use the new name (the old one"
+        warnings.warn(f"{module_name}.{name} {change} will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), new)
+
+    return __getattr__

@@ -7,8 +7,8 @@ features (raw, ``normalize_features=False``), M / R per set as in the paper (air
 red + white, 6497 rows); P = 8 periods θ ∈ {10, 2, 128, 25, 64, 600, 2000, 1024}; α = 0.01, β = 0.1, 10 epochs,
 λ ~ U(0, 1) and standard-normal cores (seeded by the split).
 
-- FL: ``FeatureLearningKM(regularization="l1")``; time = the fit.
-- CV: the same model with one period and no λ (``regularization="none"``), θ chosen by 3 folds × 2 repeats over
+- FL: ``FeatureLearningKM(mixture_penalty="l1")``; time = the fit.
+- CV: the same model with one period and no λ (``mixture_penalty="none"``), θ chosen by 3 folds × 2 repeats over
   the same θ set (:func:`tnbayes.models.fl.cross_validate_period`), then refitted on the whole training set; time
   = all 48 CV fits + the refit.
 - Regularisation table (``--regularization``): FL with L1, L2 and the fixed norm, each with and without λ ≥ 0.
@@ -67,7 +67,7 @@ class _CrossValidatedPeriod:
     def fit(self, X, y) -> "_CrossValidatedPeriod":
         self.period_, _, _ = cross_validate_period(X, y, DEFAULT_FL_PERIODS, folds=3, repeats=2, seed=self.seed,
                                                    **self.common)
-        self.model_ = FeatureLearningKM(periods=[self.period_], regularization="none", initial_weights="ones",
+        self.model_ = FeatureLearningKM(periods=[self.period_], mixture_penalty="none", initial_weights="ones",
                                         uncertainty="none", seed=self.seed, **self.common).fit(X, y)
         return self
 
@@ -79,11 +79,11 @@ def _models(name: str, regularization_table: bool, baseline: bool, epochs: int) 
     """Label -> (model, regularization, nonnegative, factory), in the order they run on each split."""
     _, M, R = SETS[name]
     # a few test rows lie far beyond the training range (wine: up to 1.2 ranges); they are clipped to it
-    common = dict(rank=R, num_basis=M, alpha=ALPHA, epochs=epochs, out_of_box="clip", normalize_features=False)
+    common = dict(rank=R, num_basis=M, penalty=ALPHA, epochs=epochs, out_of_box="clip", normalize_features=False)
 
     def fl(regularization: str, nonnegative: bool):
         def factory(run: RunContext) -> FeatureLearningKM:
-            return FeatureLearningKM(beta=BETA, regularization=regularization, nonnegative=nonnegative,
+            return FeatureLearningKM(mixture_penalty_strength=BETA, mixture_penalty=regularization, nonnegative=nonnegative,
                                      uncertainty="none", seed=run.split, **common)
         return factory
 

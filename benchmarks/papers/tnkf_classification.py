@@ -141,7 +141,7 @@ def _untruncated_accuracy(model: TNKFClassifier, X_train, y_train, X_test, y_tes
     Xs = model.x_scaler_.transform(torch.as_tensor(np.asarray(X_train), dtype=torch.float64))
     streamed = model.stream_order_[:rows]
     C = model.kernel_matrix(Xs[streamed], Xs)
-    C[torch.arange(len(streamed)), streamed] += model.regularization_
+    C[torch.arange(len(streamed)), streamed] += model.penalty_
     signs = torch.as_tensor(np.where(np.asarray(y_train) == model.classes_[1], 1.0, -1.0))
     targets = signs[streamed] - model.bias_
     if model.constraint_row:

@@ -21,7 +21,7 @@ import torch
 
 from benchmarks._common import header, output_path
 from tnbayes.basis import HilbertBasis
-from tnbayes.models.tt_kalman import kalman_batch_update
+from tnbayes.inference.kalman import kalman_batch_update
 from tnbayes.tensors.tt import TTVector
 
 LENGTHSCALE, OUTPUTSCALE, NOISE, BATCH = 1.4, 1.3, 0.05, 8

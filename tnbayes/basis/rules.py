@@ -21,7 +21,7 @@ Solving the same inequalities for ℓ gives the range of lengthscales a given (M
 
 The rule aims at a *useful* approximation, not a GP-grade one: at its smallest box (c = 1.2) the kernel
 error at the data edges is about 0.14 for ℓ/S = 0.2, because the eigenfunctions vanish at the box edge
-(see ``benchmarks/results/hilbert_kernel_error.md``). For SE the error is roughly the larger of the
+(see ``benchmarks/results/hilbert_kernel_error/hilbert_kernel_error.md``). For SE the error is roughly the larger of the
 boundary-image term ``exp(-(2(c-1)S/ℓ)²/2)`` and the spectral tail ``exp(-(πMℓ/(2L))²/2)``, so a
 near-exact kernel (max error ≲ 1e-6) needs ``c ≳ 1 + 2.6 ℓ/S`` and ``M ≳ 3.4 L/ℓ``; e.g. ℓ = 0.2, S = 1:
 c = 2, M = 32 gives 5e-7 and M = 64 gives 3e-15.
@@ -115,7 +115,7 @@ def _rule_constants(kernel: str, nu: float | None) -> tuple[str, float, float]:
         raise ValueError(
             f"The Riutort-Mayol et al. (2022) rule of thumb has constants only for 'se', 'matern52' and "
             f"'matern32'; got {name!r}. Choose M by checking convergence of the kernel matrix instead "
-            f"(see benchmarks/hilbert_kernel_error.py), or use the rule of the next-smoother kernel as a "
+            f"(see benchmarks/papers/hilbert_kernel_error.py), or use the rule of the next-smoother kernel as a "
             f"starting point and increase M."
         )
     a1, a2 = HILBERT_RULE_CONSTANTS[name]
@@ -291,7 +291,7 @@ def accurate_hilbert_parameters(lengthscale: torch.Tensor, half_range: torch.Ten
     The rule of Riutort-Mayol et al. (2022) targets a few per cent of kernel error; marginal-likelihood
     estimates of the output scale and mean then still drift (the Dirichlet boundary pulls the function
     to zero near the box). We also require c ≥ 1 + 2.6 ℓ/S and M ≥ 3.4 L/ℓ, which give near-exact SE
-    kernels (see ``benchmarks/results/hilbert_kernel_error.md``).
+    kernels (see ``benchmarks/results/hilbert_kernel_error/hilbert_kernel_error.md``).
 
     Parameters
     ----------

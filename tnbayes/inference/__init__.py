@@ -1,7 +1,7 @@
 """Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form
 and the cost models that fit them into a time budget."""
 
-from tnbayes._moved_names import moved_names_getattr as _moved_names_getattr
+from tnbayes._deprecation import moved_names_getattr as _moved_names_getattr
 
 from .als import CPDALS, PENALTY_FORMS
 from .budget import BudgetPlan, BudgetWarning, plan_within_budget, tnkf_seconds_per_row, tt_kalman_seconds_per_row

@@ -45,7 +45,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
-from tnbayes._moved_names import moved_names_getattr
+from tnbayes._deprecation import moved_names_getattr
 from tnbayes._validation import available_memory_bytes
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows

@@ -34,7 +34,7 @@ import torch
 from scipy.optimize import brentq, nnls
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
-from tnbayes._moved_names import moved_names_getattr
+from tnbayes._deprecation import moved_names_getattr
 
 __all__ = ["MIXTURE_PENALTIES", "MixtureWeightSolution", "mixture_weight_objective", "solve_mixture_weights"]
 

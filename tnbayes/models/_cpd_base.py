@@ -90,13 +90,6 @@ class CPDModelBase(BaseModel):
     #: the constructor parameter that sets the sweep budget (named by the ConvergenceWarning)
     _sweep_budget_parameter: str = "max_sweeps"
 
-    def _keep_parameters(self, arguments: dict[str, Any]) -> None:
-        """Store a subclass's constructor arguments (its ``__init__``'s ``locals()``) as attributes of the same names,
-        unchanged, as scikit-learn's estimator contract asks (one place instead of one line per parameter)."""
-        for name in self._param_names():
-            if name in arguments:
-                setattr(self, name, arguments[name])
-
     def _check_shared_parameters(self) -> None:
         """The checks of the parameters every CPD model has: ``rank``, ``uncertainty``, ``out_of_box``, ``tol`` and
         ``chunk_size`` (errors that say what is allowed)."""

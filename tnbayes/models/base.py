@@ -118,6 +118,13 @@ class BaseModel(RegressorMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ parameters
+    def _keep_parameters(self, arguments: dict[str, Any]) -> None:
+        """Store a subclass's constructor arguments (its ``__init__``'s ``locals()``) as attributes of the same names,
+        unchanged, as scikit-learn's estimator contract asks (one place instead of one line per parameter)."""
+        for name in self._param_names():
+            if name in arguments:
+                setattr(self, name, arguments[name])
+
     @classmethod
     def _get_param_names(cls) -> list[str]:
         """Constructor arguments, collected through the bases so a subclass whose ``__init__`` forwards
@@ -469,7 +476,7 @@ class BaseModel(RegressorMixin, BaseEstimator):
         """Fit on scaled inputs (n, d) and scaled targets (n,); must set ``noise_variance_``.
 
         Models with ``supports_chunked_fit`` take ``_fit(X, y, *, sample=None, extremes=None)``: ``X`` may then
-        be a :class:`~tnbayes.inference.als.StreamedRows` (with ``y`` None) or one process's shard; ``sample``
+        be a :class:`~tnbayes.data.StreamedRows` (with ``y`` None) or one process's shard; ``sample``
         = (X_s (n_s, d), y_s (n_s,)) is the scaled subsample for hyper-parameter estimation and ``extremes``
         (2, d) the scaled column minima and maxima of all training rows.
         """

@@ -175,7 +175,7 @@ class CPDKernelMachine(CPDModelBase):
     (Gauss–Newton) Laplace approximation around the MAP. ``"last_core"`` keeps only the last-updated core
     (core 0): exact when the rank is full (for D = 2 and R = M it is the dense Hilbert-GP posterior), but
     it treats the other cores as known and under-covers at low rank (measured: 95% coverage 0.86–0.90 on
-    boston/yacht against 0.93 for ``"all_cores"``; ``benchmarks/results/cpd_uci_calibration.md``).
+    boston/yacht against 0.93 for ``"all_cores"``; ``benchmarks/results/cpd_uci_calibration/cpd_uci_calibration.md``).
     The block-diagonal sum can double-count directions that two cores share (moving scale between
     cores), so it leans conservative. The noise variance σ² scales the whole predictive variance
     ``σ²(1 + aᵀS⁻¹a)``. With ``noise_estimate="held_out"`` (default) it is the maximum-likelihood σ² of the

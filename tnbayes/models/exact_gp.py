@@ -39,10 +39,10 @@ class ExactGP(BaseModel):
 
     Parameters
     ----------
-    kernel : {"rbf", "matern"}
+    kernel : {"se", "matern"}, or another SE / Matérn name of :func:`tnbayes.basis.resolve_kernel`
         Base kernel (wrapped in a ``ScaleKernel``).
     nu : {0.5, 1.5, 2.5}
-        Matérn smoothness (ignored for ``"rbf"``).
+        Matérn smoothness (ignored for SE; ``"rbf"`` is accepted as an alias of ``"se"``).
     ard : bool
         One lengthscale per input (True) or a shared one.
     optimizer : {"lbfgs", "adam"}
@@ -112,26 +112,13 @@ class ExactGP(BaseModel):
 
     _transient_attributes = ("gp_",)
 
-    def __init__(self, kernel: str = "rbf", nu: float = 2.5, *, ard: bool = True, optimizer: str = "lbfgs",
+    def __init__(self, kernel: str = "se", nu: float = 2.5, *, ard: bool = True, optimizer: str = "lbfgs",
                  max_iter: int = 200, lr: float = 0.05, num_restarts: int = 2,
                  screen_size: int = 500, prior: str | None = "dimension_scaled", noise_lower_bound: float = 1e-6, lengthscale_lower_bound: float | Sequence[float] | None = None,
                  drop_duplicates: bool = True, max_train_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.kernel = kernel
-        self.nu = nu
-        self.ard = ard
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.lr = lr
-        self.num_restarts = num_restarts
-        self.screen_size = screen_size
-        self.prior = prior
-        self.noise_lower_bound = noise_lower_bound
-        self.lengthscale_lower_bound = lengthscale_lower_bound
-        self.drop_duplicates = drop_duplicates
-        self.max_train_size = max_train_size
-        self.seed = seed
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ construction
     def _settings(self, num_dims: int) -> MarginalLikelihoodSettings:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN
-from tnbayes._moved_names import moved_names_getattr
+from tnbayes._deprecation import moved_names_getattr
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.basis._checks import check_num_basis

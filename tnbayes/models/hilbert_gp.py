@@ -227,25 +227,7 @@ class HilbertGP(BaseModel):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.out_of_box = out_of_box
-        self.kernel = kernel
-        self.nu = nu
-        self.num_basis = num_basis
-        self.c = c
-        self.structure = structure
-        self.product_inputs = product_inputs
-        self.ard = ard
-        self.lengthscale = lengthscale
-        self.outputscale = outputscale
-        self.noise_variance = noise_variance
-        self.mean_constant = mean_constant
-        self.max_iter = max_iter
-        self.num_restarts = num_restarts
-        self.max_adapt_rounds = max_adapt_rounds
-        self.max_num_basis = max_num_basis
-        self.noise_lower_bound = noise_lower_bound
-        self.chunk_size = chunk_size
-        self.seed = seed
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ features
     def _set_structure(self, structure: str, num_basis: int, num_dims: int,

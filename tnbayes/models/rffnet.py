@@ -57,17 +57,7 @@ class _RFFNetBase(BaseModel):
                  seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
                  device: str | torch.device | None = None, verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.num_features = num_features
-        self.learning_rate = learning_rate
-        self.penalty = penalty
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.validation_fraction = validation_fraction
-        self.schedule = schedule
-        self.initial_relevance = initial_relevance
-        self.training_dtype = training_dtype
-        self.seed = seed
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ checks
     def _check_params(self, n: int) -> int:
@@ -215,7 +205,9 @@ class RFFNet(_RFFNetBase):
         early stopping (patience 20) fires before they move (SE1, n = 5000: test MSE 0.080 = var(y) at 5e-4,
         0.071 at 1e-2).
     penalty : float
-        μ of μ‖β‖² (default 1e-4), on standardised y.
+        μ of μ‖β‖² (default 1e-4), on standardised y: the ridge strength on the output weights, as ``penalty`` is in
+        every tnbayes model. The training loss is a mean over rows, so μ is per row (λ/n in the units of
+        :class:`~tnbayes.CPDKernelMachine`'s ``penalty``, like :class:`~tnbayes.QTKM`'s with ``penalty_per_sample``).
     batch_size : int
         Mini-batch size (default 32).
     max_epochs : int

@@ -16,6 +16,7 @@ from typing import Any
 import gpytorch
 import torch
 
+from tnbayes._deprecation import moved_names_getattr
 from tnbayes._deprecation import DEPRECATED, RENAMED_IN, REMOVED_IN, is_deprecated_default
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes.inference.budget import (
@@ -237,7 +238,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
     ``p_0 I`` only on the few directions the data determine (the effective degrees of freedom), which for
     smooth kernel rows are smooth vectors of low TT rank, whereas the GP-equivalent LS-SVM (γ = 1/σ²,
     R → 0) makes P ≈ R C⁻² full rank. The paper's own settings (small γ, a short kernel, R = noise) are
-    available through the parameters; ``benchmarks/tnkf_*`` use them where they reproduce a table.
+    available through the parameters; ``benchmarks/papers/tnkf_*`` use them where they reproduce a table.
     """
 
     _transient_attributes = ("posterior_mean_tt_", "posterior_cov_sqrt_tt_", "kernel_module_")
@@ -257,31 +258,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
                  verbose: bool = False, early_stopping: bool | str = DEPRECATED,
                  stop_tol: float | str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.kernel = kernel
-        self.nu = nu
-        self.lengthscale = lengthscale
-        self.outputscale = outputscale
-        self.gamma = gamma
-        self.measurement_noise = measurement_noise
-        self.prior_variance = prior_variance
-        self.forgetting_factor = forgetting_factor
-        self.bias = bias
-        self.constraint_row = constraint_row
-        self.truncation = truncation
-        self.round_relative_to = round_relative_to
-        self.early_stopping_tol = early_stopping_tol
-        self.patience = patience
-        self.max_rows = max_rows
-        self.time_budget = time_budget
-        self.noise_estimate = noise_estimate
-        self.order = order
-        self.stream_order = stream_order
-        self.max_factor = max_factor
-        self.mode_size = mode_size
-        self.hyper_max_points = hyper_max_points
-        self.seed = seed
-        self.early_stopping = early_stopping
-        self.stop_tol = stop_tol
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ checks
     def _apply_early_stopping_aliases(self) -> None:
@@ -558,10 +535,5 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
 register_model("tnkf", TNKF)
 
 
-def __getattr__(name: str):
-    # TNKFClassifier lives in tnbayes.models.tnkf_classifier (which imports this module); the old path works
-    if name == "TNKFClassifier":
-        from tnbayes.models.tnkf_classifier import TNKFClassifier
-
-        return TNKFClassifier
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: TNKFClassifier moved to tnbayes.models.tnkf_classifier (which imports this module)
+__getattr__ = moved_names_getattr(__name__, {"TNKFClassifier": ("tnbayes.models.tnkf_classifier", "TNKFClassifier")})

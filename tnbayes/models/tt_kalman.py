@@ -31,7 +31,7 @@ from tnbayes._deprecation import DEPRECATED, apply_renamed_parameters
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_positive
 from tnbayes.basis import HilbertBasis, TensorProductFeatures, resolve_kernel
-from tnbayes.inference.als import StreamedRows
+from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import (
     BATCH_SIZE_SAVING,
     TT_KALMAN_BATCH_SIZES,
@@ -105,7 +105,7 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         L = L₀ − C then has rank ≤ max_rank + 1). ``"auto"`` (default): 10, or with ``time_budget`` the largest
         cap of :data:`~tnbayes.inference.budget.TT_KALMAN_RANK_LADDER` that fits. ``None``: only ``tol``
         truncates (exact when 0; ranks then grow with the data and the cost with their cube). Truncation
-        error shrinks with the cap — see ``benchmarks/results/tt_kalman_cost.md`` for the cost and the tests for
+        error shrinks with the cap — see ``benchmarks/results/tt_kalman_cost/tt_kalman_cost.md`` for the cost and the tests for
         the accuracy.
     forgetting_factor : float
         λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
@@ -221,29 +221,7 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False, forgetting: float | str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
-        self.out_of_box = out_of_box
-        self.kernel = kernel
-        self.nu = nu
-        self.basis = basis
-        self.num_basis = num_basis
-        self.c = c
-        self.lengthscale = lengthscale
-        self.outputscale = outputscale
-        self.noise_variance = noise_variance
-        self.mean_constant = mean_constant
-        self.batch_size = batch_size
-        self.tol = tol
-        self.max_rank = max_rank
-        self.forgetting_factor = forgetting_factor
-        self.early_stopping_tol = early_stopping_tol
-        self.patience = patience
-        self.max_num_basis = max_num_basis
-        self.max_rows = max_rows
-        self.time_budget = time_budget
-        self.noise_estimate = noise_estimate
-        self.hyper_max_points = hyper_max_points
-        self.seed = seed
-        self.forgetting = forgetting
+        self._keep_parameters(locals())
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:

@@ -116,7 +116,7 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         bound = (torch.as_tensor(lengthscale_lower_bound, dtype=torch.float64, device=X.device).reshape(-1)
                  .expand(num_dims) / x_scale).reshape(1, -1)
         bound = bound if ard else bound.max().reshape(1, 1)
-    gp_kernel = "rbf" if family == "se" else "matern"
+    gp_kernel = family
     settings = MarginalLikelihoodSettings(kernel=gp_kernel, nu=smoothness if smoothness is not None else 2.5,
                                           ard=ard, num_restarts=num_restarts, seed=seed,
                                           lengthscale_lower_bound=bound)

@@ -41,7 +41,9 @@ import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
-__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
+from tnbayes.basis.spectral import KERNEL_ALIASES
+
+__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
            "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "exact_gpytorch_settings",
            "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale", "leave_one_out_r2",
            "lengthscale_prior_location"]
@@ -60,7 +62,7 @@ _RESCUE_NOISE = 0.01
 _RESCUE_LENGTHSCALE_FACTORS = (1.0, 0.3)
 #: random restarts start within this factor of the prior mode (log-uniformly)
 _RESTART_SPREAD = 5.0
-_KERNELS = ("rbf", "matern")
+_KERNELS = ("se", "matern")
 
 
 @contextlib.contextmanager
@@ -75,15 +77,41 @@ def exact_gpytorch_settings() -> Iterator[None]:
         yield
 
 
+def gp_kernel_family(kernel: str, nu: float | None) -> tuple[str, float]:
+    """The GPyTorch kernel an ML-II fit builds: ``("se", nu)`` or ``("matern", ν)``.
+
+    Parameters
+    ----------
+    kernel : str
+        ``"se"`` / ``"matern"`` or any name :func:`tnbayes.basis.resolve_kernel` knows (``"rbf"``, ``"matern32"`` …).
+    nu : float or None
+        Matérn smoothness for ``kernel="matern"``; ignored for SE, and for a named Matérn when it agrees.
+
+    Returns
+    -------
+    family : {"se", "matern"}
+    nu : float
+        The smoothness (returned unchanged for SE, where it is not used).
+    """
+    key = kernel.lower().replace("-", "").replace("/", "").replace(" ", "") if isinstance(kernel, str) else kernel
+    if key not in KERNEL_ALIASES:
+        raise ValueError(f"kernel must be one of {_KERNELS} (or another SE / Matérn name: "
+                         f"{sorted(KERNEL_ALIASES)}); got {kernel!r}.")
+    family, named_nu = KERNEL_ALIASES[key]
+    if family == "matern":
+        return "matern", float(named_nu if named_nu is not None else nu)
+    return "se", float(nu) if nu is not None else float("nan")
+
+
 @dataclass(frozen=True)
 class MarginalLikelihoodSettings:
     """How ML-II is run.
 
     Attributes
     ----------
-    kernel : {"rbf", "matern"}
+    kernel : {"se", "matern"} or any SE / Matérn name of :func:`tnbayes.basis.resolve_kernel`
     nu : float
-        Matérn smoothness (0.5, 1.5 or 2.5; ignored for ``"rbf"``).
+        Matérn smoothness (0.5, 1.5 or 2.5; ignored for SE; a named Matérn such as ``"matern32"`` sets it).
     ard : bool
         One lengthscale per input or a shared one.
     prior : {"dimension_scaled", None}
@@ -105,7 +133,7 @@ class MarginalLikelihoodSettings:
         With more records than this, the starts are compared on a random subsample of this size first.
     """
 
-    kernel: str = "rbf"
+    kernel: str = "se"
     nu: float = 2.5
     ard: bool = True
     prior: str | None = "dimension_scaled"
@@ -120,9 +148,8 @@ class MarginalLikelihoodSettings:
 
     def validate(self) -> None:
         """Raise ``ValueError`` for settings ML-II cannot run with."""
-        if self.kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {_KERNELS}; got {self.kernel!r}.")
-        if self.kernel == "matern" and float(self.nu) not in (0.5, 1.5, 2.5):
+        family, nu = gp_kernel_family(self.kernel, self.nu)
+        if family == "matern" and nu not in (0.5, 1.5, 2.5):
             raise ValueError(f"GPyTorch's Matérn kernel needs nu in (0.5, 1.5, 2.5); got {self.nu}.")
         if self.optimizer not in ("lbfgs", "adam"):
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam'; got {self.optimizer!r}.")
@@ -253,11 +280,12 @@ def build_exact_gp(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoo
         loc = lengthscale_prior_location(X if prior_inputs is None else prior_inputs, settings.ard)
         prior = gpytorch.priors.LogNormalPrior(loc.to(X.dtype).reshape(1, -1),
                                                torch.full((1, loc.numel()), LENGTHSCALE_PRIOR_SCALE, dtype=X.dtype))
-    if settings.kernel == "rbf":
+    family, nu = gp_kernel_family(settings.kernel, settings.nu)
+    if family == "se":
         base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint,
                                           lengthscale_prior=prior)
     else:
-        base = gpytorch.kernels.MaternKernel(nu=float(settings.nu), ard_num_dims=ard_dims,
+        base = gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=ard_dims,
                                              lengthscale_constraint=constraint, lengthscale_prior=prior)
     noise_prior = None
     if settings.prior == "dimension_scaled":

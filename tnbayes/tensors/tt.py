@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
+from tnbayes._deprecation import moved_names_getattr
 from tnbayes.tensors.shapes import check_tt_shape, prime_factors
 from tnbayes.tensors.tt_rounding import block_sum, left_orthogonalize, round_cores, truncation_rank, tt_svd
 
@@ -584,10 +585,5 @@ def _matrix_from_vector(cores: Sequence[torch.Tensor], like: TTMatrix) -> TTMatr
                      for c, m, n in zip(cores, like.row_shape, like.col_shape)])
 
 
-def __getattr__(name: str):
-    # randomized_round_sum moved to tnbayes.tensors.tt_randomized (which imports this module); the old path works
-    if name == "randomized_round_sum":
-        from tnbayes.tensors.tt_randomized import randomized_round_sum
-
-        return randomized_round_sum
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: randomized_round_sum moved to tnbayes.tensors.tt_randomized (which imports this module)
+__getattr__ = moved_names_getattr(__name__, {"randomized_round_sum": ("tnbayes.tensors.tt_randomized", "randomized_round_sum")})
