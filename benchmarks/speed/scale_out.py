@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks._common import header, output_path, variant_of
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # benchmarks/speed/scale_out.py -> the repository
 EXAMPLE = REPO / "examples" / "distributed_fit.py"
 
 
