@@ -40,13 +40,14 @@ def test_committed_results_lie_in_their_entry_folder():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_entry_smoke_run(name, tmp_path, monkeypatch):
-    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(tmp_path))
-    monkeypatch.setenv("TNBAYES_SCALE_OUT_DIR", str(tmp_path / "scale_out_work"))
+    results = tmp_path / "results"
+    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(results))
+    monkeypatch.setenv("TNBAYES_SCALE_OUT_DIR", str(tmp_path / "work" / "scale_out"))  # scale_out's scratch data
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     run_entry(name, CONFIGS[name][1])
-    results = [path for path in tmp_path.iterdir() if path.name != "scale_out_work"]
-    assert [path.name for path in results] == [name], f"{name} wrote outside results/{name}/: {results}"
-    files = sorted(tmp_path.joinpath(name).iterdir())
+    folders = sorted(results.iterdir())
+    assert [path.name for path in folders] == [name], f"{name} wrote outside results/{name}/: {folders}"
+    files = sorted(results.joinpath(name).iterdir())
     assert all(path.name.startswith(name) for path in files), f"{name} wrote files not named after it: {files}"
     written = [path for path in files if path.suffix == ".md"]
     assert written, f"{name} wrote no Markdown result"
