@@ -25,7 +25,7 @@ from tnbayes.models.base import FORMAT_VERSION
 REGRESSORS = {
     "CPDKernelMachine": lambda: tnbayes.CPDKernelMachine(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=30),
     "ExactGP": lambda: tnbayes.ExactGP(num_restarts=0, max_iter=20),
-    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=2),
+    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=2),
     "HilbertGP": lambda: tnbayes.HilbertGP(num_basis=6, max_iter=20),
     "QTKM": lambda: tnbayes.QTKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=30),
     "RFFNet": lambda: tnbayes.RFFNet(num_features=16, max_epochs=10, initial_relevance=0.5),

@@ -91,7 +91,7 @@ REGRESSORS = {
     "TNKF": lambda: tnbayes.TNKF(hyper_max_points=30),
     "TTKalmanGP": lambda: tnbayes.TTKalmanGP(hyper_max_points=30, max_num_basis=6),
     "RFFNet": lambda: tnbayes.RFFNet(max_epochs=15, initial_relevance=0.5),
-    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3),
+    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=3),
 }
 
 

@@ -14,7 +14,7 @@ MODEL_FACTORIES = {
     "qtkm": lambda: tnbayes.QTKM(rank=3, max_sweeps=3, hyper_max_points=40),
     "tkm": lambda: tnbayes.TKM(rank=2, max_sweeps=3, hyper_max_points=40),
     "tnkf": lambda: tnbayes.TNKF(hyper_max_points=40),
-    "fl": lambda: tnbayes.FeatureLearningKM(rank=3, num_basis=4, epochs=3),
+    "fl": lambda: tnbayes.FeatureLearningKM(rank=3, num_basis=4, max_sweeps=3),
     "tt_kalman_gp": lambda: tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=6),
     "rffnet": lambda: tnbayes.RFFNet(max_epochs=30, initial_relevance=0.5),  # λ = 0 is a stationary point for cos(2x)
 }

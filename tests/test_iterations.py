@@ -17,7 +17,7 @@ FAST_SETTINGS = {
     "cpd_diag": dict(rank=2, num_basis=4, max_sweeps=3, hyper_max_points=30),
     "exact_gp": dict(num_restarts=0, max_iter=20),
     "exact_gp_matern": dict(num_restarts=0, max_iter=20),
-    "fl": dict(rank=2, num_basis=4, epochs=3),
+    "fl": dict(rank=2, num_basis=4, max_sweeps=3),
     "hilbert_gp": dict(max_iter=20, structure="product"),
     "hilbert_gp_additive": dict(max_iter=20),
     "qtkm": dict(rank=2, max_sweeps=3, hyper_max_points=30),

@@ -24,7 +24,7 @@ SMALL = [
     tnbayes.CPDKernelClassifier(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40),
     tnbayes.QTKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40),
     tnbayes.TKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40),
-    tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=2),
+    tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=2),
     tnbayes.TNKF(hyper_max_points=40),
     tnbayes.TNKFClassifier(hyper_max_points=40),
     tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=4),

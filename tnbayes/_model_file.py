@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tnbayes._deprecation import apply_renamed_parameters
 from tnbayes._version import __version__
 from tnbayes.preprocessing import AffineScaler
 
@@ -427,6 +428,9 @@ def restore_model(path: str | os.PathLike, payload: dict[str, Any], model_cls: t
         if device is not None:
             params["device"] = str(device)
         model = model_cls(**params)
+        with warnings.catch_warnings():  # a file saved before a rename stores the old name; its value moves over
+            warnings.simplefilter("ignore", FutureWarning)
+            apply_renamed_parameters(model)
         model.dtype_  # noqa: B018 - the stored dtype and device must be valid
         target_device = model.device_
         # the checks fit runs first, where a tnbayes model defines them without arguments (scikit-learn's own

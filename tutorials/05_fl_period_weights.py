@@ -175,7 +175,7 @@ plt.close(fig)
 
 # %%
 splits = range(1) if SMALL else range(4)
-yacht_common = dict(rank=6, num_basis=2, penalty=0.01, epochs=10, out_of_box="clip", normalize_features=False)
+yacht_common = dict(rank=6, num_basis=2, penalty=0.01, max_sweeps=10, out_of_box="clip", normalize_features=False)
 rows, weights, contributions = [], [], []
 for k in splits:
     data = tnbayes.datasets.load("yacht", split=k)

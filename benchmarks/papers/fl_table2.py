@@ -79,7 +79,7 @@ def _models(name: str, regularization_table: bool, baseline: bool, epochs: int) 
     """Label -> (model, regularization, nonnegative, factory), in the order they run on each split."""
     _, M, R = SETS[name]
     # a few test rows lie far beyond the training range (wine: up to 1.2 ranges); they are clipped to it
-    common = dict(rank=R, num_basis=M, penalty=ALPHA, epochs=epochs, out_of_box="clip", normalize_features=False)
+    common = dict(rank=R, num_basis=M, penalty=ALPHA, max_sweeps=epochs, out_of_box="clip", normalize_features=False)
 
     def fl(regularization: str, nonnegative: bool):
         def factory(run: RunContext) -> FeatureLearningKM:

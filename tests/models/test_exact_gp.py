@@ -211,3 +211,26 @@ def test_uci_yacht_split0_close_to_reference():
     model = tnbayes.ExactGP().fit(data.X_train, data.y_train)
     ev = metrics.evaluate(model.posterior(data.X_test), data.y_test)
     assert ev["rmse"] < 1.0 and ev["nlpd"] < 1.0
+
+
+def test_lr_is_the_old_name_of_learning_rate(tmp_path):
+    import warnings
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (40, 2))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+    new = tnbayes.ExactGP(optimizer="adam", learning_rate=0.1, max_iter=20, num_restarts=0).fit(X, y)
+    with pytest.warns(FutureWarning, match="'lr' was renamed 'learning_rate'"):
+        old = tnbayes.ExactGP(optimizer="adam", lr=0.1, max_iter=20, num_restarts=0).fit(X, y)
+    assert old.learning_rate == 0.1
+    np.testing.assert_array_equal(old.predict(X), new.predict(X))
+    # a file written before the rename stores "lr": it loads silently, with the value under the new name
+    from tests.cpd_problems import rewrite_as_before_renames
+
+    old.save(tmp_path / "gp.pt")
+    rewrite_as_before_renames(tmp_path / "gp.pt", {"lr": "learning_rate"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        loaded = tnbayes.load_model(tmp_path / "gp.pt")
+    assert loaded.learning_rate == 0.1
+    np.testing.assert_array_equal(loaded.predict(X), old.predict(X))

@@ -16,7 +16,7 @@ from tests.cpd_problems import fl_data as _data
 def test_objective_never_increases(mixture_penalty, nonnegative):
     X, y = _data()
     model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, mixture_penalty=mixture_penalty, nonnegative=nonnegative,
-                                      epochs=6).fit(X, y)
+                                      max_sweeps=6).fit(X, y)
     history = np.array(model.objective_history_)
     assert len(history) == 2 * 6  # after every core sweep and every λ update
     assert np.all(np.diff(history) <= 1e-9 * abs(history[0]))
@@ -32,7 +32,7 @@ def test_single_family_without_learning_is_the_quantized_cpd_model():
 
     X, y = _data(150, 2)
     fl = tnbayes.FeatureLearningKM(rank=3, num_basis=8, periods=[3.0], mixture_penalty="none", initial_weights="ones",
-                                   penalty=0.05, epochs=5, uncertainty="none", normalize_features=False).fit(X, y)
+                                   penalty=0.05, max_sweeps=5, uncertainty="none", normalize_features=False).fit(X, y)
     Xs = fl.x_scaler_.transform(torch.tensor(X))  # [0, 1]
     assert float(Xs.min()) == 0.0 and float(Xs.max()) == 1.0
     engine = CPDALS(FourierPolynomialFeatures(2, 8, "fourier", 3.0, quantized=True, normalize=False), Xs,
@@ -44,7 +44,7 @@ def test_single_family_without_learning_is_the_quantized_cpd_model():
 
 def test_l1_sparsifies_and_plot_and_importances():
     X, y = _data()
-    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, mixture_penalty_strength=5.0, epochs=5).fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=4, num_basis=4, mixture_penalty_strength=5.0, max_sweeps=5).fit(X, y)
     assert 0 < len(model.active_families_) < len(model.periods_)
     assert set(model.feature_importances()) == set(model.periods_)
     ax = model.plot_feature_weights()
@@ -63,7 +63,7 @@ def test_fl_fits_and_is_calibrated_on_smooth_data():
 
 def test_cross_validation_baseline_picks_a_period_from_the_set():
     X, y = _data(120, 2)
-    best, table, seconds = cross_validate_period(X, y, [2.0, 25.0, 600.0], rank=3, num_basis=4, epochs=3)
+    best, table, seconds = cross_validate_period(X, y, [2.0, 25.0, 600.0], rank=3, num_basis=4, max_sweeps=3)
     assert best in (2.0, 25.0, 600.0) and set(table) == {2.0, 25.0, 600.0}
     assert table[best] == min(table.values()) and seconds > 0
     with pytest.raises(ValueError, match="folds"):
@@ -73,11 +73,11 @@ def test_cross_validation_baseline_picks_a_period_from_the_set():
 def test_bad_parameters_are_rejected():
     X, y = _data(60, 2)
     for kwargs, match in [({"mixture_penalty": "lasso"}, "mixture_penalty"), ({"periods": [0.5]}, "periods"),
-                          ({"periods": []}, "periods"), ({"penalty": -1.0}, "penalty"), ({"epochs": 0}, "epochs"),
+                          ({"periods": []}, "periods"), ({"penalty": -1.0}, "penalty"), ({"max_sweeps": 0}, "max_sweeps"),
                           ({"initial_weights": [1.0]}, "initial_weights"), ({"rank": 0}, "rank")]:
         with pytest.raises(ValueError, match=match):
             tnbayes.FeatureLearningKM(**kwargs).fit(X, y)
-    model = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=2, out_of_box="raise").fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], max_sweeps=2, out_of_box="raise").fit(X, y)
     with pytest.raises(ValueError, match="period"):
         model.predict(np.full((1, 2), 50.0))  # farther than θ/2 from the centre of the [0, 1] training range
     with pytest.raises(ValueError, match="out_of_box"):
@@ -86,7 +86,7 @@ def test_bad_parameters_are_rejected():
 
 def test_save_load_round_trip(tmp_path):
     X, y = _data(80, 2)
-    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3).fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=3).fit(X, y)
     model.save(tmp_path / "fl.pt")
     loaded = tnbayes.load_model(tmp_path / "fl.pt")
     a, b = model.posterior(X[:10]), loaded.posterior(X[:10])
@@ -97,7 +97,7 @@ def test_save_load_round_trip(tmp_path):
 
 def test_old_parameter_names_warn_and_fit_the_same():
     X, y = _data(80, 2)
-    common = dict(rank=2, num_basis=4, epochs=3)
+    common = dict(rank=2, num_basis=4, max_sweeps=3)
     new = tnbayes.FeatureLearningKM(penalty=1e-4, mixture_penalty_strength=0.5, mixture_penalty="l2", **common).fit(X, y)
     with pytest.warns(FutureWarning) as caught:
         old = tnbayes.FeatureLearningKM(alpha=1e-4, beta=0.5, regularization="l2", **common).fit(X, y)
@@ -116,7 +116,7 @@ def test_files_saved_with_the_old_names_still_load(tmp_path):
     from tests.cpd_problems import rewrite_as_before_renames
 
     X, y = _data(80, 2)
-    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3, penalty=1e-4, mixture_penalty="l2").fit(X, y)
+    model = tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=3, penalty=1e-4, mixture_penalty="l2").fit(X, y)
     model.save(tmp_path / "fl.pt")
     rewrite_as_before_renames(tmp_path / "fl.pt", {"alpha": "penalty", "beta": "mixture_penalty_strength",
                                                    "regularization": "mixture_penalty"}, {"alpha_": "penalty_"})
@@ -127,3 +127,12 @@ def test_files_saved_with_the_old_names_still_load(tmp_path):
         loaded = tnbayes.load_model(tmp_path / "fl.pt")
     assert (loaded.penalty, loaded.mixture_penalty, loaded.penalty_) == (1e-4, "l2", 1e-4)
     torch.testing.assert_close(loaded.posterior(X[:10]).mean, model.posterior(X[:10]).mean, rtol=0, atol=0)
+
+
+def test_epochs_is_the_old_name_of_max_sweeps(tmp_path):
+    X, y = _data(80, 2)
+    new = tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=3).fit(X, y)
+    with pytest.warns(FutureWarning, match="'epochs' was renamed 'max_sweeps'"):
+        old = tnbayes.FeatureLearningKM(rank=2, num_basis=4, epochs=3).fit(X, y)
+    assert old.max_sweeps == 3 and old.n_iter_ == new.n_iter_ == 3
+    np.testing.assert_array_equal(old.predict(X), new.predict(X))

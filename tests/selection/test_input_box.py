@@ -28,7 +28,7 @@ BOXED_MODELS = {
                                                   **kw),
     "QTKM": lambda **kw: tnbayes.QTKM(rank=2, num_basis=4, penalty=1e-3, period=2.0, max_sweeps=2, **kw),
     "TKM": lambda **kw: tnbayes.TKM(rank=2, num_basis=4, penalty=1e-3, period=2.0, max_sweeps=2, **kw),
-    "FeatureLearningKM": lambda **kw: tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0, 4.0], epochs=2,
+    "FeatureLearningKM": lambda **kw: tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0, 4.0], max_sweeps=2,
                                                                 **kw),
 }
 

@@ -51,7 +51,7 @@ BOXED = {
     "TTKalmanGP": lambda: tnbayes.TTKalmanGP(num_basis=4, lengthscale=0.5, outputscale=1.0, noise_variance=0.01),
     "QTKM": lambda: tnbayes.QTKM(rank=2, num_basis=4, penalty=1e-3, period=2.0, max_sweeps=1),
     "TKM": lambda: tnbayes.TKM(rank=2, num_basis=4, penalty=1e-3, period=2.0, max_sweeps=1),
-    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], epochs=1),
+    "FeatureLearningKM": lambda: tnbayes.FeatureLearningKM(rank=2, num_basis=2, periods=[2.0], max_sweeps=1),
 }
 
 

@@ -13,6 +13,7 @@ from typing import Sequence
 import gpytorch
 import torch
 
+from tnbayes._deprecation import DEPRECATED
 from tnbayes._validation import available_memory_bytes, unique_record_indices
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
@@ -49,7 +50,7 @@ class ExactGP(BaseModel):
         L-BFGS with strong-Wolfe line search (default) or Adam.
     max_iter : int
         Iterations per optimiser run.
-    lr : float
+    learning_rate : float
         Adam learning rate (ignored for L-BFGS).
     num_restarts : int
         Extra runs from random initial hyper-parameters.
@@ -80,6 +81,8 @@ class ExactGP(BaseModel):
         Seed of the random restarts.
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
+    lr : float
+        Deprecated alias of ``learning_rate`` (FutureWarning).
 
     Attributes
     ----------
@@ -111,12 +114,13 @@ class ExactGP(BaseModel):
     """
 
     _transient_attributes = ("gp_",)
+    _renamed_parameters = {"lr": "learning_rate"}
 
     def __init__(self, kernel: str = "se", nu: float = 2.5, *, ard: bool = True, optimizer: str = "lbfgs",
-                 max_iter: int = 200, lr: float = 0.05, num_restarts: int = 2,
+                 max_iter: int = 200, learning_rate: float = 0.05, num_restarts: int = 2,
                  screen_size: int = 500, prior: str | None = "dimension_scaled", noise_lower_bound: float = 1e-6, lengthscale_lower_bound: float | Sequence[float] | None = None,
                  drop_duplicates: bool = True, max_train_size: int | None = None, seed: int = 0, normalize_y: bool = True, dtype: torch.dtype | str | None = None,
-                 device: str | torch.device | None = None, verbose: bool = False) -> None:
+                 device: str | torch.device | None = None, verbose: bool = False, lr: float | str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self._keep_parameters(locals())
 
@@ -124,7 +128,7 @@ class ExactGP(BaseModel):
     def _settings(self, num_dims: int) -> MarginalLikelihoodSettings:
         return MarginalLikelihoodSettings(
             kernel=self.kernel, nu=float(self.nu), ard=bool(self.ard), prior=self.prior,
-            optimizer=self.optimizer, max_iter=int(self.max_iter), lr=float(self.lr),
+            optimizer=self.optimizer, max_iter=int(self.max_iter), lr=float(self.learning_rate),
             num_restarts=int(self.num_restarts), noise_lower_bound=float(self.noise_lower_bound),
             lengthscale_lower_bound=self._standardised_lengthscale_bound(num_dims), seed=int(self.seed),
             screen_size=int(self.screen_size))

@@ -71,8 +71,9 @@ class FeatureLearningKM(CPDModelBase):
         (λ stays at ``initial_weights``; with one period this is the plain quantized CPD model).
     nonnegative : bool
         Constrain λ ≥ 0.
-    epochs : int
-        ALS epochs; each is one sweep over the cores (forward and back) followed by the λ update.
+    max_sweeps : int
+        ALS sweeps (the paper's epochs); each is one sweep over the cores (forward and back) followed by the λ
+        update. With ``tol=0`` every sweep runs, as in the paper.
     initial_weights : {"uniform", "ones"} or sequence of float
         λ at the start: U(0, 1) draws (the paper's, seeded), all ones, or given values.
     quantized : bool
@@ -83,8 +84,8 @@ class FeatureLearningKM(CPDModelBase):
     noise_variance : float, optional
         σ² on the standardised target scale for the predictive variance (default: the residual estimate).
     tol : float
-        Stop early when an epoch changes the ALS objective by less than this relative amount (default 0: run
-        all epochs, as the paper).
+        Stop early when a sweep changes the ALS objective by less than this relative amount (default 0: run
+        all ``max_sweeps``, as the paper).
     uncertainty : {"all_cores", "last_core", "none"}
         Laplace variant for ``posterior`` (see :class:`~tnbayes.CPDKernelMachine`), at the learned λ.
     out_of_box : {"clip", "raise"}
@@ -96,8 +97,9 @@ class FeatureLearningKM(CPDModelBase):
         Seed of the initial cores and λ.
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
-    alpha, beta, regularization
-        Deprecated aliases of ``penalty``, ``mixture_penalty_strength`` and ``mixture_penalty`` (FutureWarning).
+    alpha, beta, regularization, epochs
+        Deprecated aliases of ``penalty``, ``mixture_penalty_strength``, ``mixture_penalty`` and ``max_sweeps``
+        (FutureWarning).
 
     Attributes
     ----------
@@ -148,21 +150,22 @@ class FeatureLearningKM(CPDModelBase):
     """
 
     input_scaling = "minmax"
-    _sweep_budget_parameter = "epochs"
+    _sweep_budget_parameter = "max_sweeps"
     _transient_attributes = ("features_",)
-    _renamed_parameters = {"alpha": "penalty", "beta": "mixture_penalty_strength", "regularization": "mixture_penalty"}
+    _renamed_parameters = {"alpha": "penalty", "beta": "mixture_penalty_strength", "regularization": "mixture_penalty",
+                           "epochs": "max_sweeps"}
 
     def __init__(self, rank: int | None = None, *, num_basis: int = 8,
                  periods: Sequence[float] = DEFAULT_FL_PERIODS, penalty: float | None = None,
                  mixture_penalty_strength: float = 0.1, mixture_penalty: str = "l1", nonnegative: bool = False,
-                 epochs: int = 10,
+                 max_sweeps: int = 10,
                  initial_weights: str | Sequence[float] = "uniform", quantized: bool = True,
                  normalize_features: bool = True,
                  noise_variance: float | None = None, tol: float = 0.0, uncertainty: str = "all_cores",
                  out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False, alpha: float | str | None = DEPRECATED, beta: float | str = DEPRECATED,
-                 regularization: str = DEPRECATED) -> None:
+                 regularization: str = DEPRECATED, epochs: int | str = DEPRECATED) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
         self._keep_parameters(locals())
 
@@ -185,8 +188,8 @@ class FeatureLearningKM(CPDModelBase):
         if self.noise_variance is not None and (not math.isfinite(float(self.noise_variance))
                                                 or float(self.noise_variance) <= 0):
             raise ValueError(f"noise_variance must be a finite number > 0; got {self.noise_variance!r}.")
-        if isinstance(self.epochs, bool) or int(self.epochs) != self.epochs or int(self.epochs) < 1:
-            raise ValueError(f"epochs must be a positive integer; got {self.epochs!r}.")
+        if isinstance(self.max_sweeps, bool) or int(self.max_sweeps) != self.max_sweeps or int(self.max_sweeps) < 1:
+            raise ValueError(f"max_sweeps must be a positive integer; got {self.max_sweeps!r}.")
         if isinstance(self.initial_weights, str):
             if self.initial_weights not in ("uniform", "ones"):
                 raise ValueError(f"initial_weights must be 'uniform', 'ones' or P numbers; got {self.initial_weights!r}.")
@@ -298,7 +301,7 @@ class FeatureLearningKM(CPDModelBase):
         rank = int(self.rank) if self.rank is not None else self._auto_rank(X.shape[0], features)
         engine = self._fit_cpd(features, X, y, [rank], alpha, None, component_weights=weights,
                                between_sweeps=update_feature_weights if learn else None,
-                               max_sweeps=int(self.epochs),
+                               max_sweeps=int(self.max_sweeps),
                                initial_factors=self._initial_cores(X, features, rank, alpha))
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
@@ -401,7 +404,7 @@ def cross_validate_period(X: ArrayLike, y: ArrayLike, periods: Sequence[float] =
     seed : int
         Seed of the fold assignment and of every fit.
     **model_kwargs
-        Passed to every fit (``rank``, ``num_basis``, ``penalty``, ``epochs``, …).
+        Passed to every fit (``rank``, ``num_basis``, ``penalty``, ``max_sweeps``, …).
 
     Returns
     -------
