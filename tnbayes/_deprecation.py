@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["DEPRECATED", "apply_renamed_parameters", "is_deprecated_default", "moved_names_getattr"]
+__all__ = ["DEPRECATED", "apply_renamed_parameters", "is_deprecated_default", "moved_names_getattr", "renamed_attribute"]
 
 #: the default of a renamed parameter's old name: "not passed"
 DEPRECATED = "deprecated"
@@ -105,3 +105,29 @@ def moved_names_getattr(module_name: str, moved: Mapping[str, tuple[str, str]]) 
         return getattr(importlib.import_module(home), new)
 
     return __getattr__
+
+
+def renamed_attribute(old: str, new: str) -> property:
+    """A class attribute that keeps a renamed attribute's old name working: reading it warns (``FutureWarning``)
+    and returns ``new``; setting it (a model file saved before the rename restores the old name) sets ``new``.
+
+    Parameters
+    ----------
+    old, new : str
+        The attribute's old and new names.
+
+    Returns
+    -------
+    property
+        To assign in the class body: ``alpha_ = renamed_attribute("alpha_", "penalty_")``.
+    """
+
+    def get(self: Any) -> Any:
+        warnings.warn(f"{type(self).__name__}.{old} was renamed {new} in tnbayes {RENAMED_IN} (the old name will be "
+                      f"removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        return getattr(self, new)
+
+    def set_(self: Any, value: Any) -> None:
+        setattr(self, new, value)
+
+    return property(get, set_, doc=f"Deprecated alias of ``{new}`` (FutureWarning).")

@@ -44,8 +44,14 @@ from collections.abc import Iterator, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
-from tnbayes._deprecation import moved_names_getattr
+from tnbayes._deprecation import (
+    DEPRECATED,
+    REMOVED_IN,
+    RENAMED_IN,
+    is_deprecated_default,
+    moved_names_getattr,
+    renamed_attribute,
+)
 from tnbayes._validation import available_memory_bytes
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows
@@ -235,12 +241,7 @@ class CPDALS(InputGroupingMixin):
                 f"basis functions per dimension (or use a quantized model, whose cores have 2·R unknowns)."
             )
 
-    @property
-    def regularizer(self) -> str:
-        """Deprecated alias of :attr:`penalty_form` (FutureWarning)."""
-        warnings.warn(f"CPDALS.regularizer was renamed penalty_form in tnbayes {RENAMED_IN} (it will be removed in "
-                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return self.penalty_form
+    regularizer = renamed_attribute("regularizer", "penalty_form")
 
     def set_component_weights(self, weights: Sequence[float] | torch.Tensor) -> None:
         """Set the mixture coefficients c (P,) — FL updates these between sweeps.

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN
-from tnbayes._deprecation import moved_names_getattr
+from tnbayes._deprecation import DEPRECATED, moved_names_getattr, renamed_attribute
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.basis._checks import check_num_basis
@@ -321,16 +319,7 @@ class FeatureLearningKM(CPDModelBase):
             self.penalty_ = float(PAPER_PENALTY if self.penalty is None else self.penalty)
         super()._after_load(extra)
 
-    @property
-    def alpha_(self) -> float:
-        """Deprecated alias of ``penalty_`` (FutureWarning)."""
-        warnings.warn(f"FeatureLearningKM.alpha_ was renamed penalty_ in tnbayes {RENAMED_IN} (it will be removed in "
-                      f"{REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return self.penalty_
-
-    @alpha_.setter
-    def alpha_(self, value: float) -> None:  # files saved before 0.2 store alpha_
-        self.penalty_ = float(value)
+    alpha_ = renamed_attribute("alpha_", "penalty_")
 
     def feature_importances(self) -> dict[float, float]:
         """λ per period θ.

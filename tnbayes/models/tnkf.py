@@ -16,8 +16,14 @@ from typing import Any
 import gpytorch
 import torch
 
-from tnbayes._deprecation import moved_names_getattr
-from tnbayes._deprecation import DEPRECATED, RENAMED_IN, REMOVED_IN, is_deprecated_default
+from tnbayes._deprecation import (
+    DEPRECATED,
+    REMOVED_IN,
+    RENAMED_IN,
+    is_deprecated_default,
+    moved_names_getattr,
+    renamed_attribute,
+)
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes.inference.budget import (
     TNKF_RANK_LADDER,
@@ -471,16 +477,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
             else self._truncation_rules()["covariance"]
         return self.posterior_cov_tt(rule.tol, rule.max_rank)
 
-    @property
-    def regularization_(self) -> float:
-        """Deprecated name of ``penalty_`` (1/γ)."""
-        warnings.warn(f"{type(self).__name__}.regularization_ was renamed penalty_ in tnbayes {RENAMED_IN} (the old "
-                      f"name will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
-        return self.penalty_
-
-    @regularization_.setter
-    def regularization_(self, value: float) -> None:  # files saved before the rename store it under the old name
-        self.penalty_ = value
+    regularization_ = renamed_attribute("regularization_", "penalty_")
 
     # ------------------------------------------------------------------ prediction
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
