@@ -19,6 +19,7 @@ from pathlib import Path
 TIME_WORDS = re.compile(r"(^|[^a-z])(s|sec|secs|seconds|time|ms|µs|us|rows/s|per row|throughput|speed|wall|date|"
                         r"minutes|min|hours|speedup|ratio to|× faster|faster|slower|it/s|s/row|ms/row)([^a-z]|$)",
                         re.IGNORECASE)
+TEXT_COLUMNS = {"choices", "error", "notes", "command"}
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
 
 
@@ -80,7 +81,10 @@ def collect(root: Path, entries: list[str]) -> dict[tuple, float]:
         entry = entry_of(path, root, entries)
         counts: dict[tuple, int] = {}
         for header, cells in rows:
-            label = tuple(c for c in cells if numbers(c) is None)
+            # a row is named by its text cells, digits masked (labels such as "(M = 4, 8.1 ms/row)" carry timings);
+            # free-text columns (a JSON of the choices made, an error message) name nothing
+            label = tuple(re.sub(r"\d+(\.\d+)?", "#", c) for col, c in zip(header, cells)
+                          if numbers(c) is None and col not in TEXT_COLUMNS)
             base = (entry, path.suffix, tuple(header), label)
             counts[base] = counts.get(base, 0) + 1
             for col, cell in zip(header, cells):
