@@ -54,7 +54,7 @@ def md_rows(path: Path):
         if not line.startswith("|"):
             header = None
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # "\|" is a literal bar
         if header is None:
             header = cells
             continue

@@ -124,7 +124,7 @@ def _band(errors: np.ndarray) -> float:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    lines = ["| set | n train | p | splits | MSE network (ours) | MSE Bayes last layer | paper MSE | |ours − paper| / "
+    lines = ["| set | n train | p | splits | MSE network (ours) | MSE Bayes last layer | paper MSE | \\|ours − paper\\| / "
              "paper band | top-5 relevances = true set | 95% coverage | NLPD | fit s | epochs |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["dataset"] for r in rows if r["kind"] == "table"):
