@@ -21,7 +21,6 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from tnbayes._deprecation import apply_renamed_parameters
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
@@ -133,12 +132,8 @@ class CPDModelBase(BaseModel):
         self.features_ = self._features()
 
     def _adopt_stored_names(self) -> None:
-        """Bring a file saved before tnbayes 0.2 to the current names and layout (idempotent): renamed parameters
-        move to their new names without a warning (the user passed nothing), and CPDKernelMachine's (D, M, R)
-        cores become the (Σ_k M_k, R) layout."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            apply_renamed_parameters(self)
+        """Bring a file saved before tnbayes 0.2 to the current layout (idempotent): CPDKernelMachine's (D, M, R)
+        cores become the (Σ_k M_k, R) layout (renamed parameters were moved by the model-file reader)."""
         if self.factors_.ndim == 3:
             self.factors_ = self.factors_.reshape(-1, self.factors_.shape[-1])
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 import copy
 import math
 import time
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from tnbayes._deprecation import DEPRECATED, apply_renamed_parameters
+from tnbayes._deprecation import DEPRECATED
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_positive
 from tnbayes.basis import HilbertBasis, TensorProductFeatures, resolve_kernel
@@ -486,9 +485,6 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         return state
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
-        with warnings.catch_warnings():  # a file saved before a rename stores the old name; its value moves over
-            warnings.simplefilter("ignore", FutureWarning)
-            apply_renamed_parameters(self)
         if self._hilbert:
             D = int(extra["basis.L"].numel())
             self.basis_ = HilbertBasis(int(self.num_basis_), L=extra["basis.L"].tolist(),

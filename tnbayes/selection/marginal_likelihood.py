@@ -77,7 +77,7 @@ def exact_gpytorch_settings() -> Iterator[None]:
         yield
 
 
-def gp_kernel_family(kernel: str, nu: float | None) -> tuple[str, float]:
+def gp_kernel_family(kernel: str, nu: float | None) -> tuple[str, float | None]:
     """The GPyTorch kernel an ML-II fit builds: ``("se", nu)`` or ``("matern", ν)``.
 
     Parameters
@@ -90,8 +90,8 @@ def gp_kernel_family(kernel: str, nu: float | None) -> tuple[str, float]:
     Returns
     -------
     family : {"se", "matern"}
-    nu : float
-        The smoothness (returned unchanged for SE, where it is not used).
+    nu : float or None
+        The Matérn smoothness; None for SE.
     """
     key = kernel.lower().replace("-", "").replace("/", "").replace(" ", "") if isinstance(kernel, str) else kernel
     if key not in KERNEL_ALIASES:
@@ -100,7 +100,7 @@ def gp_kernel_family(kernel: str, nu: float | None) -> tuple[str, float]:
     family, named_nu = KERNEL_ALIASES[key]
     if family == "matern":
         return "matern", float(named_nu if named_nu is not None else nu)
-    return "se", float(nu) if nu is not None else float("nan")
+    return "se", None
 
 
 @dataclass(frozen=True)
