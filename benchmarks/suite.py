@@ -54,6 +54,8 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                       ["--only", "se1", "--sizes", "--table-n", "500"]),
     "tt_kalman_cost": (["--dims", "2", "4", "8", "--ranks", "5", "10", "--rows", "32"],
                        ["--dims", "2", "4", "--ranks", "4", "--rows", "8"]),
+    "kalman_speedup": (["--workloads", "sinc", "--before-rows", "256", "--quick", "--defaults-rows", "1024"],
+                       ["--workloads", "sinc", "--before-rows", "32", "--quick", "--defaults-rows", "128", "--full"]),
     "tt_kalman_uci": (["--datasets", "yacht", "--splits", "0:1"], ["--datasets", "yacht", "--splits", "0:1"]),
     "tt_kalman_airline": (["--n-train", "1000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd"],
                           ["--n-train", "300", "--n-test", "200", "--models", "tt", "--num-basis", "3", "--rank", "3"]),

@@ -185,3 +185,12 @@ def test_a_quarter_of_the_budget_is_kept_for_estimated_hyperparameters():
     assert 0 < estimated.budget_["hyperparameter_seconds"] <= estimated.budget_["fit_seconds"]
     given = _quiet(tnbayes.TTKalmanGP(max_rows=16, time_budget=100.0, **TT_FIXED), X, y)
     assert given.budget_["filter_budget"] == pytest.approx(100.0)
+
+
+def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
+    from tnbayes.inference.budget import TNKF_BLOCK_COST_FACTOR, tnkf_block_cost_factor, tnkf_seconds_per_row
+    factors = [tnkf_block_cost_factor(b) for b in (1, 2, 4, 8, 16, 64)]
+    assert factors[0] == 1.0 and factors[-2] == factors[-1] == pytest.approx(TNKF_BLOCK_COST_FACTOR)
+    assert all(a > b for a, b in zip(factors[:-2], factors[1:-1]))
+    row = tnkf_seconds_per_row([8, 8, 8, 8], 16, 8, 8)
+    assert tnkf_seconds_per_row([8, 8, 8, 8], 16, 8, 8, block_size=16) == pytest.approx(TNKF_BLOCK_COST_FACTOR * row)

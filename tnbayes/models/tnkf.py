@@ -45,7 +45,8 @@ from tnbayes.selection.input_box import OutOfBoxWarning
 from tnbayes.tensors import TTMatrix, TTVector, has_tt_state, tt_from_state, tt_gram, tt_state
 from tnbayes.tensors.shapes import tensorize_shape
 
-__all__ = ["TNKF", "TNKFClassifier", "DEFAULT_TRUNCATION", "KERNELS", "ROW_ORDERS", "STREAM_ORDERS",
+__all__ = ["TNKF", "TNKFClassifier", "DEFAULT_BLOCK_SIZE", "DEFAULT_TRUNCATION", "KERNELS", "ROW_ORDERS",
+           "STREAM_ORDERS",
            "lssvm_cross_validation_score"]
 
 #: the kernels that build the rows ("rbf" is an alias of "se", the squared exponential)
@@ -58,6 +59,8 @@ DEFAULT_TRUNCATION: dict[str, tuple[float, int | None]] = {
     "mean": (1e-5, None),
     "covariance": (1e-4, 32),
 }
+#: rows per filter update of ``block_size="auto"`` (measured on a 2¹⁴-point sinc, one thread: see ``block_size``)
+DEFAULT_BLOCK_SIZE = 16
 #: an input whose kernel values to every training input are below this share of the prior variance is beyond the
 #: data's reach: its latent variance is the prior's (the dual weights say nothing about it) and a warning is shown
 FAR_FROM_DATA_KERNEL_RATIO = 1e-3
@@ -120,6 +123,15 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         because every kernel row touches every entry).
     patience : int
         Rows over which the fall of ``trace(P)`` is measured.
+    block_size : int or "auto"
+        Rows per filter update. B > 1: each block of B rows is compressed as one block TT and conditioned on in
+        one block square-root update (:meth:`~tnbayes.inference.kalman.TTKalmanFilter.update_block`: a B × B
+        innovation covariance, one rounding of the mean and the covariance root per block instead of per row),
+        exact like the row update when nothing is truncated and many times cheaper per row. 1: Potter's
+        row-by-row update, as in the paper. ``"auto"`` (default): :data:`DEFAULT_BLOCK_SIZE` (for
+        :class:`~tnbayes.TNKFClassifier`: 1, see there), or 1 with a ``forgetting_factor`` below 1 (a block divides
+        P by λ_f^B once, before its B rows, which is not the row-by-row forgetting). Early stopping is checked after
+        each block.
     max_rows : int, "auto" or None
         Process at most this many rows; None: all. ``"auto"`` (default): all, or with ``time_budget`` as many as
         the budget allows (at least :data:`~tnbayes.inference.budget.MIN_ROWS`), streamed in a random order
@@ -212,6 +224,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
     max_ranks_ : dict
         Largest TT rank of each quantity seen during the fit.
     fit_seconds_per_row_ : float
+    block_size_ : int
+        Rows per filter update (``block_size``; 1: row by row).
     budget_ : dict
         What the time budget chose and why: ``time_budget``, ``filter_budget`` (the seconds the filter planned
         with), ``settings`` (``covariance_rank``, ``gain_rank``, ``innovation_rank``, ``max_rows``), ``chosen``
@@ -254,7 +268,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
                  measurement_noise: float | None = None, prior_variance: float | None = None,
                  forgetting_factor: float = 1.0, bias: float | str = "mean", constraint_row: bool = False,
                  truncation: Mapping[str, Any] | None = None, round_relative_to: str = "update",
-                 early_stopping_tol: float | None = None, patience: int = 200,
+                 early_stopping_tol: float | None = None, patience: int = 200, block_size: int | str = "auto",
                  max_rows: int | str | None = "auto", time_budget: float | None = 60.0,
                  noise_estimate: str = "held_out", order: str = "auto",
                  stream_order: str = "auto",
@@ -321,7 +335,22 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
             raise ValueError(f"max_rows must be a positive integer, 'auto' or None; got {self.max_rows!r}.")
         check_time_budget(self.time_budget)
         check_noise_estimate(self.noise_estimate)
+        self._resolve_block_size()
         self._truncation_rules()
+
+    #: rows per update of ``block_size="auto"`` (without forgetting)
+    _auto_block_size = DEFAULT_BLOCK_SIZE
+
+    def _resolve_block_size(self) -> int:
+        """``block_size`` as an int (``"auto"``: :attr:`_auto_block_size`, 1 with forgetting); a ValueError names
+        bad values."""
+        if isinstance(self.block_size, str) and self.block_size == "auto":
+            return 1 if float(self.forgetting_factor) != 1.0 else int(self._auto_block_size)
+        if isinstance(self.block_size, (bool, str)) or not isinstance(self.block_size, (int, float)) or \
+                int(self.block_size) != self.block_size or self.block_size < 1:
+            raise ValueError(f"block_size must be a positive integer (rows per filter update; 1: row by row) or "
+                             f"'auto'; got {self.block_size!r}.")
+        return int(self.block_size)
 
     # ------------------------------------------------------------------ kernel
     def kernel_matrix(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
@@ -379,7 +408,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
 
         def seconds_per_row(candidate: Mapping[str, Any]) -> float:
             return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
-                                        candidate["innovation_rank"], row_ranks, mean_rank)
+                                        candidate["innovation_rank"], row_ranks, mean_rank, self.block_size_)
 
         budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given")
         plan = plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=given_max_rows(self.max_rows, n),
@@ -428,6 +457,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         self.train_inputs_ = X_ordered
         position = torch.empty_like(order)  # entry of α that belongs to training input i
         position[order] = torch.arange(n, device=order.device)
+        self.block_size_ = self._resolve_block_size()
         rules, limit = self._plan_budget(X, X_ordered, position, rules)
         self.truncation_ = {q: (rule.tol, rule.max_rank) for q, rule in rules.items()}
         stream = self._stream(n, order, X.shape[1], subsample=limit < n and self.max_rows == "auto")
@@ -443,7 +473,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
             max_ranks, stopped = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
-                                                   rules["row"], held_out)
+                                                   rules["row"], held_out, self.block_size_)
         filter_seconds = time.perf_counter() - start
         self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
         self._record_budget(hyperparameter_seconds, filter_seconds, kalman.num_updates,

@@ -22,7 +22,10 @@ __all__ = ["TNKFClassifier"]
 class TNKFClassifier(BinaryClassifierMixin, TNKF):
     """Two-class TNKF: the LS-SVM dual on ±1 labels (targets not standardised), sign for labels.
 
-    Parameters are those of :class:`TNKF`, plus
+    Parameters are those of :class:`TNKF` (but ``block_size="auto"`` is 1: block updates lost accuracy on both
+    classification problems measured — Adult 0.74 against 0.83 test accuracy with the benchmark's CV settings, the
+    two-class CV test 0.78 against more than 0.9 — where R → 0 leaves the B × B innovation system of a block nearly
+    singular), plus
 
     hyperparameter_search : {"marginal_likelihood", "cv"}
         How missing hyper-parameters are chosen. ``"marginal_likelihood"`` (default): those of
@@ -73,6 +76,8 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
     CV_LENGTHSCALE_FACTORS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
     #: γ values searched
     CV_GAMMAS = (0.1, 1.0, 10.0, 100.0)
+
+    _auto_block_size = 1
 
     def __init__(self, kernel: str = "se", nu: float = 2.5, *, normalize_y: bool = False,
                  hyperparameter_search: str = "marginal_likelihood", cv_folds: int = 5, **kwargs: Any) -> None:

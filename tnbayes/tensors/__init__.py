@@ -6,6 +6,8 @@
 - :mod:`~tnbayes.tensors.tt` — :class:`TTVector`, :class:`TTMatrix` and :func:`tt_gram`.
 - :mod:`~tnbayes.tensors.tt_rounding` — TT-SVD, TT-rounding, block sums on plain core lists.
 - :mod:`~tnbayes.tensors.tt_randomized` — randomized rounding of a sum of TTs without forming it.
+- :mod:`~tnbayes.tensors.tt_block` — block TTs: B vectors in one TT (the column index on the last core), as the
+  block Kalman updates use them.
 - :mod:`~tnbayes.tensors.tt_state` — the key scheme with which models save and load TTs.
 - :mod:`~tnbayes.tensors.shapes` — tensorized shapes and point orderings.
 """

@@ -29,7 +29,7 @@ import torch
 
 from tnbayes._deprecation import moved_names_getattr
 from tnbayes.tensors.shapes import check_tt_shape, prime_factors
-from tnbayes.tensors.tt_rounding import block_sum, left_orthogonalize, round_cores, truncation_rank, tt_svd
+from tnbayes.tensors.tt_rounding import block_sum, left_orthogonalize, round_cores, tt_svd
 
 __all__ = [
     "TTVector",
@@ -435,22 +435,9 @@ class TTMatrix(_TensorTrain):
         if not isinstance(x, TTVector) or x.shape != self.col_shape:
             raise ValueError(f"matvec_rounded needs a TT-vector with modes {self.col_shape}; got "
                              f"{getattr(x, 'shape', type(x).__name__)}.")
-        d = len(self.cores)
-        carry = torch.ones(1, 1, 1, dtype=self.dtype, device=self.device)  # (t, r_A, r_x)
-        cores: list[torch.Tensor] = []
-        for k, (a, b) in enumerate(zip(self.cores, x.cores)):
-            partial = torch.einsum("tag,gjd->tajd", carry, b)
-            block = torch.einsum("tajd,amjb->tmbd", partial, a)  # (t, m, r_A', r_x')
-            t, m, rb, rd = block.shape
-            if k == d - 1:
-                cores.append(block.reshape(t, m, rb * rd))
-                break
-            u, sv, vh = torch.linalg.svd(block.reshape(t * m, rb * rd), full_matrices=False)
-            delta = 0.1 * tol * float(torch.linalg.vector_norm(sv)) / math.sqrt(max(d - 1, 1))
-            rank = truncation_rank(sv, delta, max_rank)
-            cores.append(u[:, :rank].reshape(t, m, rank))
-            carry = (sv[:rank, None] * vh[:rank]).reshape(rank, rb, rd)
-        return TTVector(cores).round(tol, max_rank)
+        from tnbayes.tensors.tt_block import block_matvec_rounded  # a vector is a block of one column
+
+        return block_matvec_rounded(self, x, 1, tol, max_rank)
 
     def matmul(self, other: "TTMatrix") -> "TTMatrix":
         """``A B`` (ranks multiply)."""

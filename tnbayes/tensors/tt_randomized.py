@@ -27,10 +27,18 @@ __all__ = ["randomized_round_sum"]
 def _term_cores(term: "TTVector | TTMatrix | tuple[TTVector, TTVector]") -> tuple[str, list]:
     """('plain', cores (r, n, r')) for a TT-vector/matrix (modes merged), ('outer', [(u_k, c_k)]) for u cᵀ."""
     if isinstance(term, tuple):
-        u, c = term
+        u, c, batch = (*term, 1) if len(term) == 2 else term
         if not (isinstance(u, TTVector) and isinstance(c, TTVector)) or len(u.cores) != len(c.cores):
-            raise ValueError("An outer-product term must be a pair (u, c) of TT-vectors with the same number of modes.")
-        return "outer", list(zip(u.cores, c.cores))
+            raise ValueError("An outer-product term must be a pair (u, c) of TT-vectors with the same number of modes, "
+                             "or a triple (U, V, batch) of block TT-vectors.")
+        pairs = list(zip(u.cores, c.cores))
+        if batch != 1:  # block TTs: the batch index rides on the last modes (M·B, B fastest) and is summed over
+            (a, b), B = pairs[-1], int(batch)
+            if a.shape[1] % B or b.shape[1] % B:
+                raise ValueError(f"The last modes {a.shape[1]} and {b.shape[1]} of a block outer term are not "
+                                 f"multiples of its batch size {B}.")
+            pairs[-1] = (a.reshape(a.shape[0], a.shape[1] // B, B), b.reshape(b.shape[0], b.shape[1] // B, B))
+        return "outer", pairs
     if isinstance(term, TTMatrix):
         return "plain", term.as_vector().cores
     if isinstance(term, TTVector):
@@ -56,8 +64,10 @@ def randomized_round_sum(terms: Sequence["TTVector | TTMatrix | tuple[TTVector, 
 
     Parameters
     ----------
-    terms : sequence of TTVector, TTMatrix or (TTVector u, TTVector c)
-        All with the same modes; a pair stands for the TT-matrix ``u cᵀ`` (``u.outer(c)``).
+    terms : sequence of TTVector, TTMatrix, (TTVector u, TTVector c) or (TTVector U, TTVector V, int B)
+        All with the same modes; a pair stands for the TT-matrix ``u cᵀ`` (``u.outer(c)``), a triple for
+        ``Σ_b U[:, b] V[:, b]ᵀ`` of two block TTs whose last modes are ``M·B`` and ``N·B`` (the column index b
+        fastest; see :mod:`tnbayes.tensors.tt_block`): B outer products in one term of the blocks' ranks.
     scales : sequence of float, optional
         s_t (default 1).
     max_rank : int
@@ -117,14 +127,15 @@ def randomized_round_sum(terms: Sequence["TTVector | TTMatrix | tuple[TTVector, 
             for k in range(d - 1, 0, -1):
                 env = torch.einsum("ajm,ljm->al", torch.einsum("ajb,bm->ajm", cores[k], env), sketch[k])
                 W[k - 1] = env
-        else:
-            env = torch.ones(1, 1, 1, dtype=dtype, device=device)
+        else:  # the batch index of a block term (size 1 for a plain outer product) is traced at the last core
+            batch = cores[-1][0].shape[2]
+            env = torch.eye(batch, dtype=dtype, device=device).reshape(batch, batch, 1)
             for k in range(d - 1, 0, -1):
                 u, c = cores[k]
                 y = sketch[k].reshape(sketch[k].shape[0], u.shape[1], c.shape[1], sketch[k].shape[2])
                 t = torch.einsum("amb,bdq->amdq", u, env)
-                t = torch.einsum("amdq,cnd->amcnq", t, c)
-                env = torch.einsum("amcnq,lmnq->acl", t, y)
+                t = torch.einsum("amdq,lmnq->adln", t, y)  # the sketch before c: never an (a, m, c, n, q) block
+                env = torch.einsum("adln,cnd->acl", t, c)
                 W[k - 1] = env
         weights.append(W)
     # left-to-right: project every term on the orthonormal basis of the summed sketch
@@ -143,7 +154,8 @@ def randomized_round_sum(terms: Sequence["TTVector | TTMatrix | tuple[TTVector, 
                 piece = piece.reshape(piece.shape[0], u.shape[1] * c.shape[1], u.shape[2], c.shape[2])
             pieces.append(piece * s if k == 0 else piece)
         if k == d - 1:
-            core = sum(p.reshape(p.shape[0], p.shape[1], 1) for p in pieces)
+            core = sum(p.diagonal(dim1=2, dim2=3).sum(-1).reshape(p.shape[0], p.shape[1], 1) if p.dim() == 4
+                       else p.reshape(p.shape[0], p.shape[1], 1) for p in pieces)
             out.append(core)
             break
         sketched = 0

@@ -49,3 +49,8 @@ class Truncation:
         if not (0.0 <= out.tol < 1.0) or (out.max_rank is not None and out.max_rank < 1):
             raise ValueError(f"Truncation tolerance must be in [0, 1) and max_rank >= 1; got {spec!r}.")
         return out
+
+    def for_block(self, batch: int) -> "Truncation":
+        """The rule for a block of ``batch`` columns (block TTs of :mod:`tnbayes.tensors.tt_block`): the same
+        tolerance, the rank cap raised by ``batch`` (the last bond of a block carries its columns)."""
+        return Truncation(self.tol, None if self.max_rank is None else self.max_rank + int(batch))

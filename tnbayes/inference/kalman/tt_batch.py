@@ -29,7 +29,7 @@ import torch
 
 from tnbayes.tensors import TTMatrix, TTVector, block_sum, randomized_round_sum, round_cores, tt_gram
 
-__all__ = ["TTBatchKalmanFilter", "kalman_batch_update", "prior_root_matrix"]
+__all__ = ["TTBatchKalmanFilter", "kalman_batch_update", "prior_root_matrix", "root_factors"]
 
 
 def prior_root_matrix(prior_root: torch.Tensor) -> TTMatrix:
@@ -91,6 +91,26 @@ def _combinations(vectors: list[TTVector], weights: torch.Tensor, tol: float,
     rounded = round_cores(cores, tol, max_rank)
     final = rounded[-1].reshape(rounded[-1].shape[0], M, B)
     return [TTVector(rounded[:-1] + [final[:, :, i:i + 1]]) for i in range(B)]
+
+
+def root_factors(gram: torch.Tensor, noise_variance: float) -> torch.Tensor:
+    """``W = U diag(1 / (√(g + σ²) (√(g + σ²) + σ))) Uᵀ`` for ``gram = AᵀA = U diag(g) Uᵀ`` (B × B): the block
+    square-root update ``L ← L − (L A) W Aᵀ`` then gives ``L Lᵀ = P − (L A) S⁻¹ (L A)ᵀ``, ``S = AᵀA + σ² I`` (see the
+    module docstring).
+
+    Parameters
+    ----------
+    gram : torch.Tensor of shape (B, B)
+    noise_variance : float
+        σ² > 0.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, B)
+    """
+    g, U = torch.linalg.eigh(gram)
+    root_g = torch.sqrt(g.clamp_min(0.0) + noise_variance)
+    return (U / (root_g * (root_g + math.sqrt(noise_variance)))) @ U.T
 
 
 def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TTMatrix | None, phi: torch.Tensor,
@@ -157,10 +177,7 @@ def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TT
                 u = (u - correction.matvec(a)).round(tol)
         updates.append(u)
     mean = (mean + _weighted_sum(updates, gains, tol, max_rank, generator)).round(tol, max_rank)
-    g, U = torch.linalg.eigh(gram)
-    g = g.clamp_min(0.0)
-    root_g = torch.sqrt(g + noise_variance)
-    W = (U / (root_g * (root_g + math.sqrt(noise_variance)))) @ U.T
+    W = root_factors(gram, noise_variance)
     combined = _combinations(projected, W, tol, max_rank)
     # L_new = L − Σ_i u_i c_iᵀ  ⇔  C_new = C + Σ_i u_i c_iᵀ
     if max_rank is not None:

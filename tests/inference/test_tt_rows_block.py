@@ -1,0 +1,134 @@
+"""The block update of the row-by-row TT Kalman filter (TTKalmanFilter.update_block) against the dense filter and
+the row-by-row update, and TNKF's block streaming against its row-by-row path."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tnbayes import TNKF, datasets, metrics
+from tnbayes.inference.kalman import DenseKalmanFilter, TTKalmanFilter
+from tnbayes.tensors import TTVector
+from tnbayes.tensors.tt_block import block_dot, block_from_dense, block_outer, block_transpose_norms_squared
+
+EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
+
+
+def _se_rows(n: int = 64, lengthscale: float = 0.15, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of an SE kernel matrix on n sorted points of [0, 1] (+ 0.1 I) and noisy sine targets."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.sort(torch.rand(n, generator=g, dtype=torch.float64)).values
+    K = torch.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / lengthscale**2) + 0.1 * torch.eye(n, dtype=torch.float64)
+    y = torch.sin(6 * x) + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    return K, y
+
+
+@pytest.mark.parametrize("forgetting", [1.0, 0.97])
+def test_exact_block_update_equals_dense_and_row_filters(forgetting):
+    """Untruncated: block updates of B = 8 rows (dense rows and block TTs) = the dense filter = row-by-row Potter."""
+    shape, B, R, p0 = (4, 4, 4), 8, 0.05, 1.3
+    K, y = _se_rows()
+    n = K.shape[0]
+    dense = DenseKalmanFilter.isotropic(n, p0)
+    rows_filter = TTKalmanFilter(shape, p0, truncation=EXACT)
+    block_filters = [TTKalmanFilter(shape, p0, truncation=EXACT, forgetting_factor=forgetting) for _ in range(2)]
+    for first in range(0, 32, B):
+        for k in range(first, first + B):
+            rows_filter.update(TTVector.from_dense(K[k], shape), float(y[k]), R)
+        if forgetting != 1.0:  # P / λ^B before the block, then the B rows
+            dense.covariance /= forgetting**B
+        for k in range(first, first + B):
+            dense.update(K[k], float(y[k]), R)
+        S = block_filters[0].update_block(K[first:first + B], y[first:first + B], R)
+        block_filters[1].update_block(block_from_dense(K[first:first + B], shape), y[first:first + B], R)
+        assert S.shape == (B, B)
+    filters = block_filters + ([rows_filter] if forgetting == 1.0 else [])
+    for kf in filters:
+        torch.testing.assert_close(kf.mean.to_dense(), dense.mean, rtol=1e-8, atol=1e-9)
+        root = kf.covariance_sqrt.to_dense()
+        torch.testing.assert_close(root @ root.T, dense.covariance, rtol=1e-8, atol=1e-10)
+    for kf in block_filters:
+        assert kf.num_updates == 32 and len(kf.covariance_trace_history) == 32
+        assert kf.covariance_trace_history[-1] == pytest.approx(float(dense.covariance.trace()), rel=1e-8)
+
+
+def test_block_helpers_match_dense_algebra():
+    shape, B = (2, 3, 4), 5
+    g = torch.Generator().manual_seed(3)
+    U, V = (torch.randn(B, 24, generator=g, dtype=torch.float64) for _ in range(2))
+    x = torch.randn(24, generator=g, dtype=torch.float64)
+    L = torch.randn(24, 24, generator=g, dtype=torch.float64)
+    from tnbayes.tensors import TTMatrix
+    L_tt = TTMatrix.from_dense(L, shape, shape)
+    bu, bv = block_from_dense(U, shape), block_from_dense(V, shape)
+    torch.testing.assert_close(block_dot(bu, TTVector.from_dense(x, shape), B), U @ x)
+    torch.testing.assert_close(block_outer(bu, bv, B).to_dense(), U.T @ V)
+    torch.testing.assert_close(block_transpose_norms_squared(L_tt, bu, B), ((U @ L) ** 2).sum(1))
+
+
+def test_truncated_block_update_keeps_the_covariance_psd():
+    """Default-like truncation (rank caps, randomized rounding of L): L Lᵀ ⪰ 0 and close to the dense posterior."""
+    shape, B, R, p0 = (4, 4, 4), 8, 0.05, 1.0
+    K, y = _se_rows()
+    truncation = {"row": 1e-4, "innovation": (1e-4, 6), "gain": (1e-5, 6), "mean": 1e-5, "covariance": (1e-4, 8)}
+    kf = TTKalmanFilter(shape, p0, truncation=truncation)
+    dense = DenseKalmanFilter.isotropic(K.shape[0], p0)
+    for first in range(0, K.shape[0], B):
+        kf.update_block(K[first:first + B], y[first:first + B], R)
+        for k in range(first, first + B):
+            dense.update(K[k], float(y[k]), R)
+    root = kf.covariance_sqrt.to_dense()
+    assert float(torch.linalg.eigvalsh(root @ root.T).min()) > -1e-10
+    fitted, exact = K @ kf.mean.to_dense(), K @ dense.mean
+    assert float(torch.linalg.vector_norm(fitted - exact) / torch.linalg.vector_norm(exact)) < 0.05
+
+
+def test_tnkf_block_size_matches_the_row_path_on_a_small_sinc():
+    data = datasets.make_sinc(n_train=512, n_test=256, seed=0)
+    rmse, means = {}, {}
+    for block_size in (1, 16):
+        model = TNKF(block_size=block_size, time_budget=None, hyper_max_points=256).fit(data.X_train, data.y_train)
+        assert model.block_size_ == block_size and model.rows_processed_ == 512
+        assert len(model.history_) == model.n_iter_ == 512
+        post = model.posterior(data.X_test)
+        means[block_size] = post.mean.numpy()
+        rmse[block_size] = metrics.evaluate(post, data.y_test)["rmse"]
+        assert bool((post.variance > 0).all())
+    assert rmse[16] < 0.12 and rmse[1] < 0.12
+    assert abs(rmse[16] - rmse[1]) < 0.005
+    assert np.sqrt(np.mean((means[16] - means[1]) ** 2)) < 0.02
+
+
+def test_tnkf_block_size_is_validated():
+    data = datasets.make_sinc(n_train=64, n_test=8, seed=0)
+    for bad in (0, -3, 2.5, "big", True):
+        with pytest.raises(ValueError, match="block_size"):
+            TNKF(block_size=bad).fit(data.X_train, data.y_train)
+    assert math.isfinite(TNKF(block_size=7, time_budget=None).fit(data.X_train, data.y_train).block_size_)
+
+
+def test_gram_compression_of_a_row_block_meets_its_tolerance():
+    """block_from_dense takes Gram eigenvectors at tolerances ≥ GRAM_TOLERANCE; the SVD TT-SVD is the reference."""
+    from tnbayes.inference.kalman import Truncation
+    from tnbayes.tensors.tt_block import GRAM_TOLERANCE
+    K, _ = _se_rows(n=64)
+    for rule in (Truncation(1e-3, None), Truncation(1e-4, 6)):
+        assert rule.tol >= GRAM_TOLERANCE
+        block = block_from_dense(K[8:24], [4, 4, 4], tol=rule.tol, max_rank=rule.max_rank)
+        modes = [4, 4, 4 * 16]
+        reference = TTVector.from_dense(K[8:24].T.reshape(*modes), modes, tol=rule.tol, max_rank=rule.max_rank)
+        assert block.ranks == reference.ranks
+        errors = [float(torch.linalg.vector_norm(tt.to_dense().reshape(64, 16).T - K[8:24])
+                        / torch.linalg.vector_norm(K[8:24])) for tt in (block, reference)]
+        assert errors[0] <= rule.tol if rule.max_rank is None else errors[0] == pytest.approx(errors[1], rel=1e-6)
+
+
+def test_automatic_block_size_is_rows_of_sixteen_except_classifier_and_forgetting():
+    from tnbayes import TNKFClassifier
+    from tnbayes.models.tnkf import DEFAULT_BLOCK_SIZE
+    data = datasets.make_sinc(n_train=64, n_test=8)
+    assert TNKF(time_budget=None).fit(data.X_train, data.y_train).block_size_ == DEFAULT_BLOCK_SIZE == 16
+    assert TNKF(time_budget=None, forgetting_factor=0.99).fit(data.X_train, data.y_train).block_size_ == 1
+    labels = np.where(np.asarray(data.y_train) > 0.2, 1, -1)
+    assert TNKFClassifier(time_budget=None).fit(data.X_train, labels).block_size_ == 1
