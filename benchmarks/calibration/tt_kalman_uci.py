@@ -12,6 +12,8 @@ original units; mean ± standard error over splits.
     python -m benchmarks tt_kalman_uci                          # concrete and energy, 20 splits
     python -m benchmarks tt_kalman_uci --datasets energy --splits 0:2
     python -m benchmarks tt_kalman_uci --resume                 # keep the stored splits, fit the missing ones
+    python -m benchmarks tt_kalman_uci --datasets concrete --splits 0:2 --tt-settings 10,8 20,8 10,12 \
+        --variant rank_vs_basis_concrete                        # the rank cap against the basis size
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _write(rows: list[dict], stored: list[dict], args: argparse.Namespace) -> No
     lines = ["| dataset | model | splits | RMSE | NLPD | 95% coverage | 95% width | fit s |",
              "|---|---|---|---|---|---|---|---|"]
     for name in args.datasets:
-        for label in ["ExactGP", "TTKalmanGP", "HilbertGP (additive)", "CPD (Laplace)"]:
+        fitted = list(dict.fromkeys(r["model"] for r in rows))  # TTKalmanGP (or its settings), HilbertGP
+        for label in ["ExactGP", *fitted, "CPD (Laplace)"]:
             sel = [r for r in rows + stored if r["dataset"] == name and r["model"] == label]
             if not sel:
                 continue
@@ -75,8 +78,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="keep the splits already in results/tt_kalman_uci/tt_kalman_uci[_<variant>]_runs.csv and "
                              "fit only the missing ones")
+    parser.add_argument("--tt-settings", nargs="+", default=None, metavar="RANK,M",
+                        help="instead of TTKalmanGP() and HilbertGP: one TTKalmanGP(max_rank=RANK, max_num_basis=M, "
+                             "time_budget=None) per pair (how much of the gap is the rank cap, how much M)")
     args = parser.parse_args(argv)
     models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
+    if args.tt_settings:
+        pairs = [tuple(int(v) for v in pair.split(",")) for pair in args.tt_settings]
+        models = {f"TTKalmanGP (rank ≤ {rank}, M ≤ {M})": TTKalmanGP(max_rank=rank, max_num_basis=M, time_budget=None)
+                  for rank, M in pairs}
     runs = output_path("tt_kalman_uci", "_runs.csv", args.variant)
     rows: list[dict] = read_rows(runs) if args.resume and runs.exists() else []
     done = {(r["dataset"], int(r["split"])) for r in rows}
