@@ -116,8 +116,10 @@ def randomized_round_sum(terms: Sequence["TTVector | TTMatrix | tuple[TTVector, 
         left, right = left * modes[k], right // modes[k]
         sketch_ranks.append(min(ell, left, right))
     sketch_ranks.append(1)
-    sketch = [torch.randn(sketch_ranks[k], modes[k], sketch_ranks[k + 1], dtype=dtype, device=device,
-                          generator=generator) for k in range(d)]
+    # drawn where the generator lives (a CPU generator for CUDA cores: the same sketch on every device), then moved
+    source = generator.device if generator is not None else device
+    sketch = [torch.randn(sketch_ranks[k], modes[k], sketch_ranks[k + 1], dtype=dtype, device=source,
+                          generator=generator).to(device) for k in range(d)]
     # right-to-left: W[t][k] contracts cores k+1.. of term t with the sketch → (term rank_k..., ℓ_k)
     weights: list[list[torch.Tensor | None]] = []
     for kind, cores in parsed:
