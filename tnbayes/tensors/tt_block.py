@@ -17,8 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from tnbayes.tensors.tt import TTMatrix, TTVector
-from tnbayes.tensors.tt_randomized import randomized_round_sum
-from tnbayes.tensors.tt_rounding import block_sum, round_cores, truncation_rank
+from tnbayes.tensors.tt_rounding import block_sum, truncation_rank
 
 #: below this relative tolerance :func:`block_from_dense` compresses by SVDs; at or above it, by Gram eigenvectors
 GRAM_TOLERANCE = 1e-6
@@ -38,47 +37,26 @@ def _with_last(block: TTVector, last: torch.Tensor) -> TTVector:
     return TTVector(list(block.cores[:-1]) + [last.reshape(last.shape[0], -1, 1)])
 
 
-def columns_to_block(vectors: Sequence[TTVector], *, tol: float = 0.0, max_rank: int | None = None,
-                     generator: torch.Generator | None = None) -> TTVector:
-    """B TT-vectors of one shape as one rounded block TT.
-
-    Without ``max_rank`` the vectors are stacked block-diagonally (ranks Σ_b r_b) and rounded deterministically
-    to ``tol`` (not at all for ``tol = 0``: the stacking is exact); with it, by
-    :func:`~tnbayes.tensors.randomized_round_sum` (each column a term, cost linear in B).
+def columns_to_block(vectors: Sequence[TTVector]) -> TTVector:
+    """B TT-vectors of one shape as one block TT, exactly: stacked block-diagonally (ranks Σ_b r_b; round the
+    result to compress it).
 
     Parameters
     ----------
     vectors : sequence of B TTVector with modes (n_1, …, n_d)
-    tol : float
-        Relative rounding accuracy of the block.
-    max_rank : int, optional
-        Rank cap of the block.
-    generator : torch.Generator, optional
-        Source of the randomized rounding's sketch.
 
     Returns
     -------
     TTVector with modes (n_1, …, n_{d−1}, n_d·B)
     """
     B = len(vectors)
-    embedded = []
+    stacked: list[torch.Tensor] | None = None
     for b, x in enumerate(vectors):
         last = x.cores[-1].new_zeros(x.cores[-1].shape[0], x.cores[-1].shape[1], B)
         last[:, :, b] = x.cores[-1][:, :, 0]
-        embedded.append(TTVector(list(x.cores[:-1]) + [last.reshape(last.shape[0], -1, 1)]))
-    if tol == 0.0 and max_rank is None:  # the block-diagonal stacking is exact: no rounding
-        stacked = list(embedded[0].cores)
-        for x in embedded[1:]:
-            stacked = block_sum(stacked, x.cores)
-        return TTVector(stacked)
-    if len(embedded) == 1:
-        return embedded[0].round(tol, max_rank)
-    if max_rank is not None:
-        return randomized_round_sum(embedded, max_rank=int(max_rank), tol=tol, generator=generator)
-    stacked = list(embedded[0].cores)
-    for x in embedded[1:]:
-        stacked = block_sum(stacked, x.cores)
-    return TTVector(round_cores(stacked, tol, None))
+        cores = list(x.cores[:-1]) + [last.reshape(last.shape[0], -1, 1)]
+        stacked = cores if stacked is None else block_sum(stacked, cores)
+    return TTVector(stacked)
 
 
 def block_columns(block: TTVector, batch: int) -> list[TTVector]:

@@ -312,9 +312,8 @@ class TTKalmanFilter:
         rule = self.truncation["covariance"]
         if rule.max_rank is None:
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
-        if update_norm is None:
-            return randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
-                                        tol=rule.tol, generator=self._generator)
+        # relative to the update: sketch exactly, then round against the update's norm
         sketched = randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
-                                        generator=self._generator)
-        return sketched.round(rule.tol, rule.max_rank, reference_norm=update_norm)
+                                        tol=rule.tol if update_norm is None else 0.0, generator=self._generator)
+        return sketched if update_norm is None else sketched.round(rule.tol, rule.max_rank,
+                                                                   reference_norm=update_norm)
