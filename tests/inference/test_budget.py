@@ -81,7 +81,8 @@ def test_plan_lowers_settings_before_rows_and_keeps_given_rows():
 
 def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
     X, y = _data(64, 2)
-    kwargs = dict(TNKF_FIXED, max_rows=8)  # given: 8 rows whatever the budget (keeps the test fast)
+    # given: 8 rows whatever the budget (keeps the test fast); row by row, the update whose ladder is walked here
+    kwargs = dict(TNKF_FIXED, max_rows=8, block_size=1)
     unbudgeted = tnbayes.TNKF(time_budget=None, **kwargs).fit(X, y)
     assert unbudgeted.budget_["settings"] == {"covariance_rank": 32, "gain_rank": 24, "innovation_rank": 24,
                                               "max_rows": 8}

@@ -124,11 +124,18 @@ def test_gram_compression_of_a_row_block_meets_its_tolerance():
         assert errors[0] <= rule.tol if rule.max_rank is None else errors[0] == pytest.approx(errors[1], rel=1e-6)
 
 
-def test_automatic_block_size_is_rows_of_sixteen_except_classifier_and_forgetting():
+def test_automatic_block_size_is_row_by_row_unless_the_budget_needs_blocks():
+    import warnings
     from tnbayes import TNKFClassifier
+    from tnbayes.inference.budget import BudgetWarning
     from tnbayes.models.tnkf import DEFAULT_BLOCK_SIZE
-    data = datasets.make_sinc(n_train=64, n_test=8)
-    assert TNKF(time_budget=None).fit(data.X_train, data.y_train).block_size_ == DEFAULT_BLOCK_SIZE == 16
-    assert TNKF(time_budget=None, forgetting_factor=0.99).fit(data.X_train, data.y_train).block_size_ == 1
-    labels = np.where(np.asarray(data.y_train) > 0.2, 1, -1)
-    assert TNKFClassifier(time_budget=None).fit(data.X_train, labels).block_size_ == 1
+    data = datasets.make_sinc(n_train=512, n_test=8)
+    fixed = dict(lengthscale=0.1, measurement_noise=0.01, prior_variance=1.0)
+    assert TNKF(time_budget=None, **fixed).fit(data.X_train, data.y_train).block_size_ == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        tight = TNKF(time_budget=1e-3, **fixed).fit(data.X_train, data.y_train)
+        assert tight.block_size_ == DEFAULT_BLOCK_SIZE == 16  # row by row would have to drop rows
+        assert TNKF(time_budget=1e-3, forgetting_factor=0.99, **fixed).fit(data.X_train, data.y_train).block_size_ == 1
+        labels = np.where(np.asarray(data.y_train) > 0.2, 1, -1)
+        assert TNKFClassifier(time_budget=1e-3, **fixed).fit(data.X_train, labels).block_size_ == 1
