@@ -17,7 +17,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "speed": ("cpd_speed", "engine_grouping", "tnkf_speed", "tt_kalman_cost", "tt_kalman_airline", "kalman_speedup",
               "hilbert_gp_scaling", "scale_out"),
     # predictive accuracy and calibration (NLPD, coverage) against ExactGP on fixed splits
-    "calibration": ("exact_gp_uci", "cpd_uci_calibration", "tt_kalman_uci", "calibration_study", "defaults_study"),
+    "calibration": ("exact_gp_uci", "cpd_uci_calibration", "tt_kalman_uci", "calibration_study", "defaults_study",
+                    "airline_peers"),
 }
 #: entry name -> module with a ``main(argv) -> int`` function (``suite`` runs all the others)
 ENTRIES = {**{name: f"benchmarks.{group}.{name}" for group, names in GROUPS.items() for name in names},

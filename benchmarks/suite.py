@@ -70,6 +70,10 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "defaults_study": (["--datasets", *DATASETS_DEFAULTS, "--splits", "0:1", "--max-train", "500", "--max-test", "500"],
                        ["--datasets", "wilson/yacht", "--models", "exact_gp", "exact_gp_ml", "hilbert_gp", "sklearn_gpr",
                         "--splits", "0:1", "--max-train", "100"]),
+    "airline_peers": (["--n-train", "100000", "--n-test", "20000", "--sweeps", "2", "--qtkm-sweeps", "3",
+                       "--svgp-steps", "1500"],
+                      ["--n-train", "2000", "--n-test", "1000", "--sweeps", "1", "--qtkm-sweeps", "1", "--svgp-steps",
+                       "50", "--svgp-inducing", "50", "100", "--hyper-max-points", "200"]),
 }
 
 

@@ -29,6 +29,7 @@ REGRESSORS = {
     "HilbertGP": lambda: tnbayes.HilbertGP(num_basis=6, max_iter=20),
     "QTKM": lambda: tnbayes.QTKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=30),
     "RFFNet": lambda: tnbayes.RFFNet(num_features=16, max_epochs=10, initial_relevance=0.5),
+    "SVGP": lambda: tnbayes.SVGP(num_inducing=10, max_iter=20),
     "TKM": lambda: tnbayes.TKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=30),
     "TNKF": lambda: tnbayes.TNKF(hyper_max_points=30),
     "TTKalmanGP": lambda: tnbayes.TTKalmanGP(num_basis=6, hyper_max_points=30),

@@ -17,6 +17,7 @@ MODEL_FACTORIES = {
     "fl": lambda: tnbayes.FeatureLearningKM(rank=3, num_basis=4, max_sweeps=3),
     "tt_kalman_gp": lambda: tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=6),
     "rffnet": lambda: tnbayes.RFFNet(max_epochs=30, initial_relevance=0.5),  # λ = 0 is a stationary point for cos(2x)
+    "svgp": lambda: tnbayes.SVGP(num_inducing=16, max_iter=30),
 }
 
 

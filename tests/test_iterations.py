@@ -22,6 +22,8 @@ FAST_SETTINGS = {
     "hilbert_gp_additive": dict(max_iter=20),
     "qtkm": dict(rank=2, max_sweeps=3, hyper_max_points=30),
     "rffnet": dict(max_epochs=15, initial_relevance=0.5),
+    "svgp": dict(num_inducing=16, max_iter=30),
+    "svgp_matern": dict(num_inducing=16, max_iter=30),
     "tkm": dict(rank=2, max_sweeps=3, hyper_max_points=30),
     "tnkf": dict(hyper_max_points=30),
     "tt_kalman_gp": dict(hyper_max_points=30, max_num_basis=6),

@@ -29,6 +29,7 @@ SMALL = [
     tnbayes.TNKFClassifier(hyper_max_points=40),
     tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=4),
     tnbayes.RFFNet(max_epochs=5, num_features=16),
+    tnbayes.SVGP(num_inducing=8, max_iter=5),
     tnbayes.RFFNetClassifier(max_epochs=5, num_features=16),
 ]
 

@@ -6,7 +6,8 @@ RMSE, NLPD, 95% coverage, fit seconds and failures per model and set. The table 
 (an exception, NaN/inf in the posterior, a fit over 2 minutes); ExactGP must lie within 0.05 nats of
 scikit-learn's GPR on every set; per model the median ΔNLPD to ExactGP must be ≤ 0.1 and the worst ≤ 0.5, and
 the 95% coverage must lie in [0.90, 0.98] on ≥ 80% of the sets. A model that misses is listed with its measured
-numbers and the reason, not dropped.
+numbers and the reason, not dropped. For SVGP (its own issue): ``SVGP()`` with no arguments reaches the quality
+of a hand-written GPyTorch SVGP (500 inducing points, 2000 Adam steps) on these sets, in no more time.
 
 Protocol of this script:
 
@@ -17,34 +18,43 @@ Protocol of this script:
   ``min(--max-test, available)`` rows with ``numpy.random.default_rng(10_000 + k)``
   (:func:`benchmarks._common.subset_indices`, as in the calibration study). Every model sees the same rows.
   Raw values: each model scales internally; the scikit-learn reference standardises inputs with the training
-  mean/std (``StandardScaler`` in a ``Pipeline``) and targets with ``normalize_y=True``.
+  mean/std (``StandardScaler`` in a ``Pipeline``) and targets with ``normalize_y=True``; the GPyTorch SVGP
+  reference standardises both with the training mean/std.
 * **Models**: ``ExactGP()``, ``HilbertGP()``, ``CPDKernelMachine()``, ``QTKM()``, ``TKM()``,
-  ``FeatureLearningKM()``, ``TNKF()``, ``TTKalmanGP()``, ``RFFNet()`` — no arguments at all (so e.g.
+  ``FeatureLearningKM()``, ``TNKF()``, ``TTKalmanGP()``, ``RFFNet()``, ``SVGP()`` — no arguments at all (so e.g.
   ``out_of_box="raise"``: a test input outside a model's box is a failure) — and the reference
   ``GaussianProcessRegressor(ConstantKernel() * RBF(np.ones(D), length_scale_bounds=(1e-3, 1e5)) +
   WhiteKernel(), n_restarts_optimizer=5, normalize_y=True, random_state=0)``.
   Beside them, not assessed, ``ExactGP(prior=None)``: plain ML-II with ExactGP's optimiser and starts, which
-  tells whether a difference between ExactGP and scikit-learn comes from the hyper-priors or from the optimiser.
+  tells whether a difference between ExactGP and scikit-learn comes from the hyper-priors or from the optimiser;
+  and ``gpytorch_svgp``, the SVGP a GPyTorch user writes from the tutorial
+  (:class:`benchmarks._gpytorch_svgp.HandWrittenSVGP`: 500 inducing points drawn from the training inputs and
+  learnt, whitened Cholesky variational distribution, scaled ARD RBF kernel, ``VariationalELBO``, one Adam at
+  learning rate 0.01 for 2000 steps of min(n, 1024) shuffled rows, float64, seed 0), the reference of ``SVGP()``.
   Predictions: ``model.posterior(X_test)`` (predictive distribution of new observations, noise included);
-  for scikit-learn ``predict(X_test, return_std=True)`` (its std includes the WhiteKernel noise).
+  for the references ``predict(X_test, return_std=True)`` (scikit-learn's std includes the WhiteKernel noise,
+  the GPyTorch SVGP's the likelihood's noise).
 * **Isolation**: every fit runs in a fresh child process (``multiprocessing`` forkserver context with torch and
   tnbayes preloaded, spawn where there is no forkserver; torch threads = the cores available) with a hard
   wall-clock limit (``--timeout``, default 300 s, for the tnbayes models; ``--reference-timeout``, default
-  3600 s, for scikit-learn, whose 5 restarts of an O(n³)-per-step ARD optimisation take many minutes at
-  n = 2000); a child that does not answer in time is killed and recorded as ``timeout``. Fits run one at a
+  3600 s, for the references: scikit-learn, whose 5 restarts of an O(n³)-per-step ARD optimisation take many
+  minutes at n = 2000, and the GPyTorch SVGP, whose 2000 steps take minutes on one core); a child that does not answer in time is killed and recorded as ``timeout``. Fits run one at a
   time. The torch threads of each fit are recorded (column ``threads``); to run beside other work, pin the study
   to some cores (``taskset -c 0 python -m benchmarks defaults_study …``) and it uses only those.
 * **Failures** (per fit): ``error`` (an exception; its type and the first line of its message are recorded),
   ``nan`` (NaN/inf in the posterior mean or standard deviation), ``timeout``, ``crash`` (the child died), and
-  ``slow`` (the fit succeeded but ``fit`` took over 120 s; its metrics are kept). A failure of the scikit-learn
-  reference is reported but is no failure cell of the study.
+  ``slow`` (the fit succeeded but ``fit`` took over 120 s; its metrics are kept). A failure of a reference (or of
+  ``ExactGP(prior=None)``) is reported but is no failure cell of the study.
 * **Metrics**: ``tnbayes.metrics.evaluate(posterior, y_test)`` in the original units (RMSE, NLPD, 95% coverage);
   ``fit_seconds`` times ``model.fit`` alone. ΔNLPD = NLPD(model) − NLPD(ExactGP) on the same split, averaged over
   the splits where both have a result. The choices a model made (its scalar fitted attributes such as
-  ``num_basis_``, ``rank_``, ``noise_variance_``; the fitted kernel for scikit-learn) are kept in the CSV.
+  ``num_basis_``, ``rank_``, ``num_inducing_``, ``noise_variance_``; the fitted kernel for scikit-learn) are kept in the CSV.
 * **Acceptance** (per model, over the sets on which ExactGP has a result): median and worst per-set ΔNLPD (a set
   on which the model failed on every split counts as ΔNLPD = ∞), the fraction of sets whose mean coverage lies in
   [0.90, 0.98] (a set without a result counts as outside), and the number of failure fits.
+* **SVGP against its reference** (when both ran): per set, over the splits where both have a result, the mean
+  NLPD, RMSE and fit seconds of ``SVGP()`` and of the GPyTorch SVGP; "not worse" when
+  NLPD(SVGP) − NLPD(GPyTorch SVGP) ≤ 0.05, "no more time" when SVGP's mean fit seconds are at most the reference's.
 
 Output, in ``results/defaults_study/`` with stem ``defaults_study[_<variant>]``: ``<stem>_runs.csv`` (one row per
 fit, rewritten after every fit; ``--resume`` keeps its rows and runs only what is missing), ``<stem>.md`` (summary,
@@ -105,15 +115,21 @@ MODELS = {
     "tnkf": "TNKF",
     "tt_kalman_gp": "TTKalmanGP",
     "rffnet": "RFFNet",
+    "svgp": "SVGP",
     "exact_gp_ml": "ExactGP (prior=None)",
     "sklearn_gpr": "sklearn GPR",
+    "gpytorch_svgp": "GPyTorch SVGP (500, 2000 Adam)",
 }
 #: the scikit-learn reference (not assessed; ExactGP is checked against it)
 REFERENCE = "sklearn_gpr"
+#: the hand-written GPyTorch SVGP of the tutorial (benchmarks/_gpytorch_svgp.py; not assessed; SVGP() is set beside it)
+SVGP_REFERENCE = "gpytorch_svgp"
+#: the references: no tnbayes models, scored through ``predict(X, return_std=True)``, with the reference time limit
+REFERENCES = (REFERENCE, SVGP_REFERENCE)
 #: ExactGP with plain ML-II (no hyper-priors): a diagnostic beside the reference that separates the optimiser from
 #: the priors when ExactGP and scikit-learn disagree; like the reference it is not assessed
 PLAIN_ML = "exact_gp_ml"
-NOT_ASSESSED = (PLAIN_ML, REFERENCE)
+NOT_ASSESSED = (PLAIN_ML, *REFERENCES)
 #: a successful fit longer than this is a failure cell ("slow")
 SLOW_SECONDS = 120.0
 #: acceptance thresholds of the issue
@@ -140,8 +156,13 @@ def make_regressor(key: str, n_features: int) -> Any:
     Returns
     -------
     estimator
-        Has ``fit(X, y)``; tnbayes models have ``posterior(X)``, the reference ``predict(X, return_std=True)``.
+        Has ``fit(X, y)``; tnbayes models have ``posterior(X)``, the references (:data:`REFERENCES`)
+        ``predict(X, return_std=True)``.
     """
+    if key == SVGP_REFERENCE:
+        from benchmarks._gpytorch_svgp import HandWrittenSVGP
+
+        return HandWrittenSVGP()
     if key == REFERENCE:
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
@@ -223,7 +244,7 @@ def fit_and_score(key: str, Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, y
             start = time.perf_counter()
             model.fit(Xtr, ytr)
             out["fit_seconds"] = time.perf_counter() - start
-            if key == REFERENCE:
+            if key in REFERENCES:
                 mean, std = model.predict(Xte, return_std=True)
                 post = GaussianPosterior(torch.as_tensor(mean, dtype=torch.float64),
                                          variance=torch.as_tensor(std, dtype=torch.float64) ** 2)
@@ -460,6 +481,34 @@ def reference_check(sets: list[str], rows: list[dict]) -> list[dict]:
     return results
 
 
+def svgp_reference_check(sets: list[str], rows: list[dict]) -> list[dict]:
+    """SVGP() against the hand-written GPyTorch SVGP per set, over the splits where both have a result: mean NLPD,
+    RMSE and fit seconds of each, ``delta`` = NLPD(SVGP) − NLPD(GPyTorch SVGP). ``not_worse``: Δ ≤ 0.05 (the
+    tolerance of the ExactGP/scikit-learn check); ``not_slower``: SVGP's mean fit seconds ≤ the reference's."""
+    results = []
+    for dataset in sets:
+        by_split: dict[int, dict[str, dict]] = {}
+        for r in rows:
+            if r["dataset"] == dataset and r["model"] in ("svgp", SVGP_REFERENCE):
+                by_split.setdefault(int(r["split"]), {})[r["model"]] = r
+        if not by_split:
+            continue
+        both = [v for v in by_split.values() if "svgp" in v and SVGP_REFERENCE in v
+                and _has_result(v["svgp"]) and _has_result(v[SVGP_REFERENCE])]
+        mean = lambda model, key: (float(np.mean([float(v[model][key]) for v in both]))  # noqa: E731
+                                   if both else math.nan)
+        missing = sorted({f"{MODELS[m]} {failure_label(r)}" for v in by_split.values() for m, r in v.items()
+                          if not _has_result(r)})
+        result = {"dataset": dataset, "splits": len(both), "missing": ", ".join(missing),
+                  **{f"{key}_{side}": mean(model, key) for key in ("nlpd", "rmse", "fit_seconds")
+                     for side, model in (("svgp", "svgp"), ("reference", SVGP_REFERENCE))}}
+        result["delta"] = result["nlpd_svgp"] - result["nlpd_reference"]
+        result["not_worse"] = bool(both) and result["delta"] <= REFERENCE_TOLERANCE
+        result["not_slower"] = bool(both) and result["fit_seconds_svgp"] <= result["fit_seconds_reference"]
+        results.append(result)
+    return results
+
+
 def _failure_cell(failures: list[tuple[int, str, str]]) -> str:
     if not failures:
         return "0"
@@ -469,8 +518,11 @@ def _failure_cell(failures: list[tuple[int, str, str]]) -> str:
 _CRITERIA = ("pass_failures", "pass_median", "pass_worst", "pass_coverage")
 
 
-def _verdict_lines(sets: list[str], dims: dict[str, int], cells: dict, checks: dict, ref: list[dict]) -> list[str]:
+def _verdict_lines(sets: list[str], dims: dict[str, int], cells: dict, checks: dict, ref: list[dict],
+                   svgp_ref: list[dict]) -> list[str]:
     failed_fits = sum(len(c["failures"]) for (m, _), c in cells.items() if m not in NOT_ASSESSED)
+    not_counted = "the scikit-learn reference" + (", of the hand-written GPyTorch SVGP"
+                                                  if any(m == SVGP_REFERENCE for m, _ in cells) else "")
     passing = [m for m in checks if all(checks[m][k] for k in _CRITERIA)]
     if ref:
         ref_line = (f"- ExactGP within {REFERENCE_TOLERANCE} nats of scikit-learn GPR (\\|Δ\\| ≤ {REFERENCE_TOLERANCE}) on "
@@ -479,11 +531,17 @@ def _verdict_lines(sets: list[str], dims: dict[str, int], cells: dict, checks: d
                     f"{sum(r['not_worse'] for r in ref)} of {len(ref)} sets")
     else:
         ref_line = "- ExactGP against scikit-learn GPR: not run (needs both exact_gp and sklearn_gpr)"
+    svgp_line = []
+    if svgp_ref:
+        svgp_line = [f"- SVGP() against the hand-written GPyTorch SVGP (500 inducing points, 2000 Adam steps): "
+                     f"NLPD not worse by more than {REFERENCE_TOLERANCE} on {sum(r['not_worse'] for r in svgp_ref)} of "
+                     f"{len(svgp_ref)} sets, fit in no more time on {sum(r['not_slower'] for r in svgp_ref)} of "
+                     f"{len(svgp_ref)} sets (both: {sum(r['not_worse'] and r['not_slower'] for r in svgp_ref)})"]
     return ["## Verdict", "",
             f"- sets: {len(sets)} (" + ", ".join(f"{s} (D={dims[s]})" for s in sets) + ")",
             f"- no failure cells: **{_verdict(failed_fits == 0)}** ({failed_fits} failed fit(s) of the tnbayes "
-            "models; failures of the scikit-learn reference and of ExactGP(prior=None) are listed but not counted)",
-            ref_line,
+            f"models; failures of {not_counted} and of ExactGP(prior=None) are listed but not counted)",
+            ref_line, *svgp_line,
             f"- models meeting every per-model criterion: {', '.join(MODELS[m] for m in passing) or 'none'}; "
             f"missing one or more: {', '.join(MODELS[m] for m in checks if m not in passing) or 'none'}"]
 
@@ -517,6 +575,24 @@ def _reference_lines(ref: list[dict]) -> list[str]:
         lines.append(f"| {r['dataset']} | {r['splits']} | {_num(r['exact'])} | {_num(r['reference'])} | "
                      f"{_num(r['delta'])} | {_verdict(r['pass'])} | {'yes' if r['not_worse'] else 'no'} | "
                      f"{_num(r['plain_delta'])} | {r['missing'] or '—'} |")
+    return lines
+
+
+def _svgp_reference_lines(svgp_ref: list[dict]) -> list[str]:
+    lines = ["## SVGP() against the hand-written GPyTorch SVGP", "",
+             "Means over the splits where both have a result. Δ = NLPD(SVGP) − NLPD(GPyTorch SVGP); \"not worse\" "
+             f"when Δ ≤ {REFERENCE_TOLERANCE}; \"no more time\" when SVGP's mean fit seconds are at most the "
+             "reference's (benchmarks/_gpytorch_svgp.py: the GPyTorch tutorial's SVGP, 500 inducing points, 2000 Adam "
+             "steps of 1024 rows).", "",
+             "| set | splits | NLPD SVGP | NLPD GPyTorch SVGP | Δ | not worse | RMSE SVGP | RMSE GPyTorch SVGP | "
+             "fit s SVGP | fit s GPyTorch SVGP | no more time | not compared |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in svgp_ref:
+        lines.append(f"| {r['dataset']} | {r['splits']} | {_num(r['nlpd_svgp'])} | {_num(r['nlpd_reference'])} | "
+                     f"{_num(r['delta'])} | {'yes' if r['not_worse'] else 'no'} | {_num(r['rmse_svgp'], 4)} | "
+                     f"{_num(r['rmse_reference'], 4)} | {_num(r['fit_seconds_svgp'], 1)} | "
+                     f"{_num(r['fit_seconds_reference'], 1)} | {'yes' if r['not_slower'] else 'no'} | "
+                     f"{r['missing'] or '—'} |")
     return lines
 
 
@@ -557,8 +633,10 @@ def summary_markdown(rows: list[dict], protocol: str, figure_name: str) -> str:
     dims = {r["dataset"]: int(r["D"]) for r in rows}
     checks = {m: acceptance(m, sets, cells) for m in models if m not in NOT_ASSESSED}
     ref = reference_check(sets, rows) if "exact_gp" in models and REFERENCE in models else []
-    sections = [_verdict_lines(sets, dims, cells, checks, ref), _acceptance_lines(checks),
-                _reference_lines(ref) if ref else [], _cell_lines(sets, models, cells), _failure_lines(rows, sets),
+    svgp_ref = svgp_reference_check(sets, rows) if "svgp" in models and SVGP_REFERENCE in models else []
+    sections = [_verdict_lines(sets, dims, cells, checks, ref, svgp_ref), _acceptance_lines(checks),
+                _reference_lines(ref) if ref else [], _svgp_reference_lines(svgp_ref) if svgp_ref else [],
+                _cell_lines(sets, models, cells), _failure_lines(rows, sets),
                 [f"Figure: [{figure_name}]({figure_name}) — ΔNLPD per model and set (failure cells marked)."]]
     body = "\n\n".join("\n".join(section) for section in sections if section)
     return header("Defaults study: every regressor with no arguments, against ExactGP and scikit-learn GPR",
@@ -618,7 +696,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-test", type=int, default=2000, help="test rows drawn per split")
     parser.add_argument("--timeout", type=float, default=300.0, help="hard limit of one tnbayes fit (s)")
     parser.add_argument("--reference-timeout", type=float, default=3600.0,
-                        help="hard limit of one scikit-learn fit (s)")
+                        help="hard limit of one fit of a reference: scikit-learn, the hand-written GPyTorch SVGP (s)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the fits in results/defaults_study/defaults_study[_<variant>]_runs.csv and run only "
                              "the missing ones (needs the same --max-train/--max-test)")
@@ -650,11 +728,12 @@ def main(argv: list[str]) -> int:
               f"{args.max_train}/{args.max_test}; use the same sizes or another --variant", file=sys.stderr)
         return 2
     done = {(r["dataset"], int(r["split"]), r["model"]) for r in rows}
+    references_text = " and the hand-written GPyTorch SVGP" if SVGP_REFERENCE in args.models else ""
     protocol = ("see the module docstring of benchmarks/calibration/defaults_study.py; every model built with no arguments; "
                 f"training rows ≤ {args.max_train} and test rows ≤ {args.max_test} per split drawn with "
                 "numpy.random.default_rng(split) / default_rng(10000 + split), the same for every model; "
                 f"each fit in a child process killed after {args.timeout:g} s ({args.reference_timeout:g} s for "
-                f"scikit-learn); torch threads = the cores the run may use, per fit in the runs.csv column "
+                f"scikit-learn{references_text}); torch threads = the cores the run may use, per fit in the runs.csv column "
                 f"`threads` ({_threads_text(rows, available_cores())}); failure = exception, NaN/inf, timeout or fit > "
                 f"{SLOW_SECONDS:.0f} s")
 
@@ -671,7 +750,7 @@ def main(argv: list[str]) -> int:
                 continue
             arrays = study_rows(dataset, split, args.max_train, args.max_test)
             for model in todo:
-                timeout = args.reference_timeout if model == REFERENCE else args.timeout
+                timeout = args.reference_timeout if model in REFERENCES else args.timeout
                 result = run_isolated(model, arrays, timeout)
                 row = {"dataset": dataset, "D": arrays[0].shape[1], "split": split, "model": model,
                        "n_train": arrays[0].shape[0], "n_test": arrays[2].shape[0], "max_train": args.max_train,

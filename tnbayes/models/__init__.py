@@ -12,6 +12,7 @@ from tnbayes.models.hilbert_gp import HilbertGP
 from tnbayes.models.qtkm import QTKM, TKM
 from tnbayes.models.registry import list_models, make_model, register_model
 from tnbayes.models.rffnet import RFFNet, RFFNetClassifier, RFFNetModule
+from tnbayes.models.svgp import SVGP
 from tnbayes.models.tnkf import TNKF
 from tnbayes.models.tnkf_classifier import TNKFClassifier
 from tnbayes.models.tt_kalman import TTKalmanGP
@@ -21,7 +22,7 @@ __all__ = [
     "BaseModel", "ModelFileError", "NotFittedError", "load_model",
     # estimators
     "CPDKernelClassifier", "CPDKernelMachine", "ExactGP", "FeatureLearningKM", "FLModel", "HilbertGP", "QTKM",
-    "RFFNet", "RFFNetClassifier", "RFFNetModule", "TKM", "TNKF", "TNKFClassifier", "TTKalmanGP",
+    "RFFNet", "RFFNetClassifier", "RFFNetModule", "SVGP", "TKM", "TNKF", "TNKFClassifier", "TTKalmanGP",
     # the registry
     "list_models", "make_model", "register_model",
 ]

@@ -80,10 +80,11 @@ class BaseModel(RegressorMixin, BaseEstimator):
         sentence each; printed as they are made when ``verbose=True``.
     n_iter_ : int
         Iterations of the fit's main loop: ALS sweeps (CPD models, QTKM, TKM, FL), optimiser runs (ExactGP),
-        (M, c) rounds of ML-II (HilbertGP), epochs (RFFNet), filter updates (TNKF: rows; TTKalmanGP: batches).
+        (M, c) rounds of ML-II (HilbertGP), epochs (RFFNet), filter updates (TNKF: rows; TTKalmanGP: batches),
+        optimiser steps (SVGP).
     history_ : list of float of length n_iter_
         The loop's objective after each of those iterations: ALS objective, negative log marginal likelihood
-        per point, mean training loss, or the filter's covariance trace tr(P). Finer records keep their own
+        per point, mean training loss, the filter's covariance trace tr(P), or the minibatch ELBO per row. Finer records keep their own
         names (``update_objectives_``, ``objective_history_``, ``validation_losses_``, ``adapt_rounds_``, …).
     converged_ : bool
         Whether the loop's stopping rule (ALS ``tol``, early stopping, the (M, c) approximation rule) ended it

@@ -36,6 +36,7 @@ from tnbayes.selection.marginal_likelihood import (
     MarginalLikelihoodFit,
     MarginalLikelihoodSettings,
     build_exact_gp,
+    build_kernel_and_likelihood,
     exact_gpytorch_settings,
     exact_log_marginal_likelihood,
     fit_marginal_likelihood,
@@ -56,6 +57,6 @@ __all__ = [
     "OUT_OF_BOX_POLICIES", "OutOfBoxWarning", "apply_input_box", "check_out_of_box_policy", "prediction_box",
     # ML-II
     "COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "MarginalLikelihoodFit", "MarginalLikelihoodSettings",
-    "build_exact_gp", "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood",
-    "initial_lengthscale", "leave_one_out_r2", "lengthscale_prior_location",
+    "build_exact_gp", "build_kernel_and_likelihood", "exact_gpytorch_settings", "exact_log_marginal_likelihood",
+    "fit_marginal_likelihood", "initial_lengthscale", "leave_one_out_r2", "lengthscale_prior_location",
 ]

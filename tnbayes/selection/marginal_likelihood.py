@@ -44,9 +44,9 @@ from linear_operator.utils.warnings import NumericalWarning
 from tnbayes.basis.spectral import KERNEL_ALIASES
 
 __all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
-           "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "exact_gpytorch_settings",
-           "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale", "leave_one_out_r2",
-           "lengthscale_prior_location"]
+           "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
+           "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale",
+           "leave_one_out_r2", "lengthscale_prior_location"]
 
 #: standard deviation of the log-normal lengthscale prior (Hvarfner et al. 2024)
 LENGTHSCALE_PRIOR_SCALE = math.sqrt(3.0)
@@ -252,6 +252,49 @@ def initial_lengthscale(X: torch.Tensor, ard: bool = True) -> torch.Tensor:
     return torch.exp(lengthscale_prior_location(X, ard) - LENGTHSCALE_PRIOR_SCALE**2)
 
 
+def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSettings
+                                ) -> tuple[gpytorch.kernels.ScaleKernel, gpytorch.likelihoods.GaussianLikelihood]:
+    """The covariance and the likelihood of every GPyTorch model in tnbayes (ExactGP, SVGP): ``ScaleKernel`` of an
+    ARD SE or Matérn kernel and Gaussian noise, with the hyper-priors and bounds of ``settings``.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (N, D)
+        Standardised inputs whose column ranges place the dimension-scaled lengthscale prior (the rows ML-II sees,
+        or a subsample of them); their dtype and device are the modules'.
+    settings : MarginalLikelihoodSettings
+
+    Returns
+    -------
+    (gpytorch.kernels.ScaleKernel, gpytorch.likelihoods.GaussianLikelihood)
+        On ``X``'s dtype and device.
+    """
+    settings.validate()
+    ard_dims = X.shape[1] if settings.ard else None
+    bound = settings.lengthscale_lower_bound
+    constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(X.dtype))
+    prior = None
+    if settings.prior == "dimension_scaled":
+        loc = lengthscale_prior_location(X, settings.ard)
+        prior = gpytorch.priors.LogNormalPrior(loc.to(X.dtype).reshape(1, -1),
+                                               torch.full((1, loc.numel()), LENGTHSCALE_PRIOR_SCALE, dtype=X.dtype))
+    family, nu = gp_kernel_family(settings.kernel, settings.nu)
+    if family == "se":
+        base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint,
+                                          lengthscale_prior=prior)
+    else:
+        base = gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=ard_dims,
+                                             lengthscale_constraint=constraint, lengthscale_prior=prior)
+    noise_prior = None
+    if settings.prior == "dimension_scaled":
+        noise_prior = gpytorch.priors.LogNormalPrior(torch.tensor(NOISE_PRIOR_LOCATION, dtype=X.dtype),
+                                                     torch.tensor(NOISE_PRIOR_SCALE, dtype=X.dtype))
+    likelihood = gpytorch.likelihoods.GaussianLikelihood(
+        noise_prior=noise_prior, noise_constraint=gpytorch.constraints.GreaterThan(float(settings.noise_lower_bound)))
+    kernel = gpytorch.kernels.ScaleKernel(base)
+    return kernel.to(dtype=X.dtype, device=X.device), likelihood.to(dtype=X.dtype, device=X.device)
+
+
 def build_exact_gp(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoodSettings,
                    prior_inputs: torch.Tensor | None = None) -> gpytorch.models.ExactGP:
     """The GPyTorch model ML-II optimises: constant mean, ScaleKernel(ARD SE or Matérn), Gaussian noise.
@@ -271,29 +314,8 @@ def build_exact_gp(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoo
     -------
     gpytorch.models.ExactGP
     """
-    settings.validate()
-    ard_dims = X.shape[1] if settings.ard else None
-    bound = settings.lengthscale_lower_bound
-    constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(X.dtype))
-    prior = None
-    if settings.prior == "dimension_scaled":
-        loc = lengthscale_prior_location(X if prior_inputs is None else prior_inputs, settings.ard)
-        prior = gpytorch.priors.LogNormalPrior(loc.to(X.dtype).reshape(1, -1),
-                                               torch.full((1, loc.numel()), LENGTHSCALE_PRIOR_SCALE, dtype=X.dtype))
-    family, nu = gp_kernel_family(settings.kernel, settings.nu)
-    if family == "se":
-        base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint,
-                                          lengthscale_prior=prior)
-    else:
-        base = gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=ard_dims,
-                                             lengthscale_constraint=constraint, lengthscale_prior=prior)
-    noise_prior = None
-    if settings.prior == "dimension_scaled":
-        noise_prior = gpytorch.priors.LogNormalPrior(torch.tensor(NOISE_PRIOR_LOCATION, dtype=X.dtype),
-                                                     torch.tensor(NOISE_PRIOR_SCALE, dtype=X.dtype))
-    likelihood = gpytorch.likelihoods.GaussianLikelihood(
-        noise_prior=noise_prior, noise_constraint=gpytorch.constraints.GreaterThan(float(settings.noise_lower_bound)))
-    model = _GPyTorchRegressor(X, y, likelihood, gpytorch.kernels.ScaleKernel(base))
+    kernel, likelihood = build_kernel_and_likelihood(X if prior_inputs is None else prior_inputs.to(X), settings)
+    model = _GPyTorchRegressor(X, y, likelihood, kernel)
     return model.to(dtype=X.dtype, device=X.device)
 
 

@@ -1,0 +1,169 @@
+"""SVGP: the variational GP against a dense exact GP, chunked fits, the time budget, and bad settings."""
+
+import math
+import warnings
+
+import gpytorch
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.data import ChunkedData
+from tnbayes.inference.budget import BudgetWarning
+from tnbayes.models.registry import make_model
+from tnbayes.models.svgp import FULL_BATCH_ROWS
+
+
+def _data(n, d=2, seed=0, noise=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, d))
+    return X, np.sin(X[:, 0]) + 0.3 * X[:, 1] + noise * rng.standard_normal(n)
+
+
+def _dense_gp(model, X, y, X_new):
+    """The exact GP posterior of the latent f (dense linear algebra, user units) at SVGP's fitted hyper-parameters."""
+    A = model.x_scaler_.transform(torch.as_tensor(X))
+    B = model.x_scaler_.transform(torch.as_tensor(X_new))
+    t = model.y_scaler_.transform(torch.as_tensor(y)) - model.mean_constant_
+    ell, sf2, s2 = model.lengthscale_, model.outputscale_, model.noise_variance_
+
+    def k(a, b):
+        return sf2 * torch.exp(-0.5 * (((a[:, None, :] - b[None, :, :]) / ell) ** 2).sum(-1))
+
+    K = k(A, A) + s2 * torch.eye(A.shape[0], dtype=torch.float64)
+    cross = k(A, B)
+    mean = model.mean_constant_ + cross.T @ torch.linalg.solve(K, t)
+    variance = sf2 - (cross * torch.linalg.solve(K, cross)).sum(0)
+    scale, shift = model.y_scaler_.scale_, model.y_scaler_.shift_
+    return mean * scale + shift, variance * scale**2
+
+
+def test_inducing_points_at_every_input_reproduce_the_exact_gp():
+    """With Z = X (every distinct input, the automatic choice for small data) and q at its optimum (one natural
+    gradient step of size 1 is exact for a Gaussian likelihood), the SVGP posterior is the exact GP posterior at
+    the same hyper-parameters (Titsias 2009), up to the Cholesky jitter; the hyper-parameters are held still by a
+    vanishing learning rate."""
+    X, y = _data(60, seed=1)
+    X_new = np.random.default_rng(2).uniform(-3, 3, size=(25, 2))
+    model = tnbayes.SVGP(learning_rate=1e-12, natural_learning_rate=1.0, max_iter=5).fit(X, y)
+    assert model.num_inducing_ == 60
+    post = model.posterior(X_new, observation_noise=False)
+    mean, variance = _dense_gp(model, X, y, X_new)
+    torch.testing.assert_close(post.mean, mean, rtol=1e-4, atol=1e-4 * float(mean.abs().max()))
+    prior_variance = model.outputscale_ * float(model.y_scaler_.scale_) ** 2
+    torch.testing.assert_close(post.variance, variance, rtol=0, atol=1e-3 * prior_variance)
+    # the observation noise is added on the user's scale
+    noisy = model.posterior(X_new)
+    torch.testing.assert_close(noisy.variance - post.variance,
+                               torch.full_like(post.variance, model.noise_std**2), rtol=1e-10, atol=1e-12)
+
+
+def test_default_fit_is_as_accurate_as_gpytorch_exact_gp():
+    """No arguments on 200 noisy rows: test RMSE within 5% of ExactGP's (GPyTorch, ML-II) and calibrated."""
+    X, y = _data(200)
+    X_test, y_test = _data(1000, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        svgp = tnbayes.SVGP().fit(X, y)
+    exact = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    ours, reference = (tnbayes.metrics.evaluate(m.posterior(X_test), y_test) for m in (svgp, exact))
+    assert ours["rmse"] <= 1.05 * reference["rmse"]
+    assert ours["nlpd"] <= reference["nlpd"] + 0.05
+    assert 0.9 <= ours["coverage_95"] <= 0.98
+    # 200 distinct inputs, all of them inducing points, all seen by the pilot: q is set at the exact optimum
+    assert svgp.stop_reason_ == "exact_optimum" and svgp.n_iter_ == len(svgp.history_) == 1
+    assert any("inducing points" in line for line in svgp.fit_report_)
+
+
+def test_minibatches_hold_out_rows_and_stop_on_the_held_out_elbo():
+    X, y = _data(FULL_BATCH_ROWS + 952, seed=3)  # 3000 rows: minibatches of 1024, 300 rows held out
+    model = tnbayes.SVGP(num_inducing=64, max_iter=400, patience=2, tol=1e-3, time_budget=None).fit(X, y)
+    assert model.batch_size_ == 1024 and model.num_validation_ == 300
+    assert len(model.validation_elbo_) == len(model.evaluation_seconds_) >= 1
+    assert model.stop_reason_ in ("plateau", "max_iter")
+    assert model.converged_ == (model.stop_reason_ == "plateau")
+    X_test, y_test = _data(500, seed=4)
+    assert tnbayes.metrics.evaluate(model.posterior(X_test), y_test)["rmse"] < 0.13
+
+
+def test_chunked_fit_matches_the_in_memory_fit():
+    """A ChunkedData source: same scaling statistics as the arrays, held-out rows drawn per chunk, and an accuracy
+    that matches the in-memory fit's (the minibatch order differs, so the numbers are close, not equal)."""
+    X, y = _data(3000, seed=6)
+    settings = dict(num_inducing=64, max_iter=300, time_budget=None, batch_size=500)
+    in_memory = tnbayes.SVGP(**settings).fit(X, y)
+    chunked = tnbayes.SVGP(**settings).fit(ChunkedData.from_arrays(X, y, chunk_size=700))
+    assert chunked.n_train_ == 3000 and chunked.n_features_in_ == 2
+    torch.testing.assert_close(chunked.x_scaler_.shift_, in_memory.x_scaler_.shift_)
+    assert 0 < chunked.num_validation_ <= 300
+    X_test, y_test = _data(1000, seed=7)
+    rmse = [tnbayes.metrics.evaluate(m.posterior(X_test), y_test)["rmse"] for m in (in_memory, chunked)]
+    assert abs(rmse[0] - rmse[1]) < 0.01 and max(rmse) < 0.13
+
+
+def test_a_small_time_budget_lowers_the_inducing_points_and_warns_when_it_ends_the_fit_early():
+    X, y = _data(3000, seed=8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = tnbayes.SVGP(time_budget=15.0).fit(X, y)
+    assert any("time budget lowers the inducing points" in line for line in model.fit_report_)
+    assert model.num_inducing_ < 512
+    budget_warnings = [w for w in caught if issubclass(w.category, BudgetWarning)]
+    ended_early = model.stop_reason_ == "time_budget" and model.n_iter_ < 300
+    assert len(budget_warnings) == int(ended_early)
+    with pytest.warns(BudgetWarning, match="time budget ended the fit after"):
+        tnbayes.SVGP(time_budget=1.0).fit(X, y)  # the pilot alone takes longer
+
+
+def test_save_load_round_trip_and_botorch_gradients(tmp_path):
+    X, y = _data(80)
+    model = tnbayes.SVGP(num_inducing=20, max_iter=60, kernel="matern", nu=1.5).fit(X, y)
+    path = tmp_path / "svgp.pt"
+    model.save(path)
+    loaded = tnbayes.load_model(path)
+    X_new = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
+    a, b = model.posterior(X_new), loaded.posterior(X_new)
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
+    assert isinstance(loaded.gp_.covar_module.base_kernel, gpytorch.kernels.MaternKernel)
+    torch.testing.assert_close(loaded.inducing_points_, model.inducing_points_, rtol=0, atol=0)
+    # the BoTorch adapter differentiates the posterior mean in X
+    botorch_model = model.to_botorch()
+    Xq = torch.tensor([[[0.3, -0.2]]], dtype=torch.float64, requires_grad=True)
+    botorch_model.posterior(Xq).mean.sum().backward()
+    step = 1e-6
+    with torch.no_grad():
+        numeric = [(botorch_model.posterior(Xq + step * e).mean.sum() - botorch_model.posterior(Xq - step * e).mean.sum())
+                   / (2 * step) for e in torch.eye(2, dtype=torch.float64).reshape(2, 1, 1, 2)]
+    torch.testing.assert_close(Xq.grad.reshape(-1), torch.stack(numeric), rtol=1e-5, atol=1e-7)
+
+
+def test_fits_are_reproducible_for_a_seed():
+    X, y = _data(200)
+    a, b = (tnbayes.SVGP(num_inducing=30, max_iter=40).fit(X, y) for _ in range(2))
+    assert torch.equal(a.posterior(X).mean, b.posterior(X).mean)
+
+
+def test_compare_name():
+    assert isinstance(make_model("svgp"), tnbayes.SVGP)
+    assert make_model("svgp_matern").kernel == "matern"
+
+
+@pytest.mark.parametrize("settings, match", [
+    (dict(num_inducing=0), "num_inducing must be 'auto' or a positive integer"),
+    (dict(num_inducing="many"), "num_inducing must be 'auto' or a positive integer"),
+    (dict(batch_size=2.5), "batch_size must be 'auto' or a positive integer"),
+    (dict(max_iter=-1), "max_iter must be 'auto' or a positive integer"),
+    (dict(inducing_init="grid"), "inducing_init must be 'kmeans' or 'subsample'"),
+    (dict(validation_fraction=0.6), r"validation_fraction must be in \[0, 0.5\)"),
+    (dict(learning_rate=0.0), "learning_rate must be a finite positive number"),
+    (dict(natural_learning_rate="fast"), "natural_learning_rate must be 'auto' or a finite positive number"),
+    (dict(patience=0), "patience must be a positive integer"),
+    (dict(time_budget=-1), "time_budget must be a positive number of seconds or None"),
+    (dict(kernel="matern", nu=3.5), "nu in \\(0.5, 1.5, 2.5\\)"),
+    (dict(prior="flat"), "prior must be 'dimension_scaled' or None"),
+])
+def test_bad_settings_raise_clear_errors(settings, match):
+    X, y = _data(20)
+    with pytest.raises(ValueError, match=match):
+        tnbayes.SVGP(**settings).fit(X, y)
