@@ -11,9 +11,12 @@ A pair whose checkout is missing is reported as skipped (its own rows still run)
 the reference code is absent (CI).
 
 Protocol. Every fit runs in its own fresh subprocess with one thread (``torch.set_num_threads(1)``,
-``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1``), ours and theirs alternating, ``--repeats`` times
-(default 3); the table gives the median fit seconds and the ratio theirs / ours (> 1: ours is faster). Each fit
-is deterministic (fixed seeds), so the MSE is the same in every repeat.
+``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1``), after a tiny untimed warm-up fit with the same code
+(one-time lazy initialisation — the first ``torch.optim`` optimizer of a process imports for about a second —
+is counted for neither side), ours and theirs alternating, ``--repeats`` times
+(default 3); the table gives the median fit seconds and the ratio theirs / ours (> 1: ours is faster). Repeat k
+uses model seed k in both codes (random features / initial cores and λ; the data and splits stay fixed), so the
+MSE column is the mean over the repeats' seeds ± its standard error.
 
 * ``rffnet``: SE1 (``tnbayes.datasets.make_se1``, seed 0) with ``--rffnet-n`` training rows (default 5000) and
   2000 test rows. Both get the same problem: X standardised with the training statistics, y standardised with
@@ -39,6 +42,8 @@ is deterministic (fixed seeds), so the MSE is the same in every repeat.
   MinMaxScaler + ``QCPRf.fit`` (the notebook's pipeline), our ``FeatureLearningKM.fit`` (it scales itself).
   Differences that remain: the initial cores and λ are drawn by each code's own generator (seeded); test rows
   beyond the training range are clipped by ours (``out_of_box="clip"``), evaluated as they are by the reference.
+  A second row per setting gives our FL with ``dtype="float32"`` (complex64 cores and accumulation, each core's
+  system solved in float64) against the same reference runs (``--no-fl-float32`` leaves it out).
 
     python -m benchmarks reference_code                       # both pairs, 3 interleaved repeats (≈ 10 minutes)
     python -m benchmarks reference_code --pairs fl --repeats 5
@@ -68,8 +73,10 @@ FL_RANK, FL_M, FL_ALPHA, FL_BETA, FL_FISTA_STEPS, FL_SEED = 51, 4, 1e-2, 1e-1, 5
 
 
 # ---------------------------------------------------------------------- workers (run in a subprocess)
-def _rffnet_worker(impl: str, path: str, n: int, epochs: int, batch: int, lr: float, penalty: float) -> dict:
-    """One RFFNet fit on SE1 by ``impl`` ("ours" or "pyselect"); seconds, test MSE and updates."""
+def _rffnet_worker(impl: str, path: str, n: int, epochs: int, batch: int, lr: float, penalty: float,
+                   seed: int) -> dict:
+    """One RFFNet fit on SE1 by ``impl`` ("ours" or "pyselect") with model seed ``seed``; seconds, test MSE and
+    updates."""
     import time
 
     import numpy as np
@@ -84,7 +91,7 @@ def _rffnet_worker(impl: str, path: str, n: int, epochs: int, batch: int, lr: fl
         from tnbayes import RFFNet
 
         model = RFFNet(learning_rate=lr, penalty=penalty, batch_size=batch, max_epochs=epochs, patience=epochs,
-                       schedule="epoch", seed=0)
+                       schedule="epoch", seed=seed)
         start = time.perf_counter()
         model.fit(Xtr, ytr)
         seconds = time.perf_counter() - start
@@ -102,7 +109,7 @@ def _rffnet_worker(impl: str, path: str, n: int, epochs: int, batch: int, lr: fl
     start = time.perf_counter()
     Xs, ys = (Xtr - mean) / std, ((ytr - y_mean) / y_std).reshape(-1, 1)  # their script's StandardScaler
     model = RFFNetRegressor(lr=lr, alpha=penalty, batch_size=batch, max_iter=epochs, early_stopping=False,
-                            validation_fraction=0.1, torch_seed=0, random_state=0)
+                            validation_fraction=0.1, torch_seed=seed, random_state=seed)
     model.fit(Xs, ys)
     seconds = time.perf_counter() - start
     with torch.no_grad():
@@ -112,8 +119,9 @@ def _rffnet_worker(impl: str, path: str, n: int, epochs: int, batch: int, lr: fl
             "mse_bayes": float("nan"), "updates": 2 * epochs * (n_train // batch), "epochs": epochs}
 
 
-def _fl_worker(impl: str, path: str, split: int, epochs: int) -> dict:
-    """One FL fit on airfoil split ``split`` by ``impl`` ("ours" or "reference"); seconds, test MSE, updates."""
+def _fl_worker(impl: str, path: str, split: int, epochs: int, seed: int) -> dict:
+    """One FL fit on airfoil split ``split`` by ``impl`` ("ours", "ours-float32" or "reference") with model seed
+    ``seed`` (the reference: 13 + seed, 13 being the notebook's); seconds, test MSE, updates."""
     import time
     import warnings
 
@@ -125,13 +133,14 @@ def _fl_worker(impl: str, path: str, split: int, epochs: int) -> dict:
     y_mean, y_std = float(np.mean(ytr)), float(np.std(ytr))
     ys, yte_s = (ytr - y_mean) / y_std, (yte - y_mean) / y_std
     num_cores = Xtr.shape[1] * int(math.log2(FL_M))
-    if impl == "ours":
+    if impl.startswith("ours"):
         from tnbayes import FeatureLearningKM
 
         warnings.simplefilter("ignore")
         model = FeatureLearningKM(rank=FL_RANK, num_basis=FL_M, periods=FL_PERIODS, penalty=FL_ALPHA,
                                   mixture_penalty_strength=FL_BETA, mixture_penalty="l1", max_sweeps=epochs,
-                                  normalize_features=False, uncertainty="none", out_of_box="clip", seed=split)
+                                  normalize_features=False, uncertainty="none", out_of_box="clip", seed=seed,
+                                  dtype="float32" if impl == "ours-float32" else "float64")
         start = time.perf_counter()
         model.fit(Xtr, ys)
         seconds = time.perf_counter() - start
@@ -146,7 +155,7 @@ def _fl_worker(impl: str, path: str, split: int, epochs: int) -> dict:
     start = time.perf_counter()
     scaler = MinMaxScaler().fit(Xtr)
     model = QCPRf(rank=FL_RANK, m_order=FL_M, n_epoch=epochs, alpha=FL_ALPHA, beta=FL_BETA, lambda_reg_type="l1",
-                  positive_lambda=False, n_steps_l1=FL_FISTA_STEPS, update_order_t="lw", random_state=FL_SEED,
+                  positive_lambda=False, n_steps_l1=FL_FISTA_STEPS, update_order_t="lw", random_state=FL_SEED + seed,
                   fmaps_list=[FFeature(p) for p in FL_PERIODS])
     model.fit(scaler.transform(Xtr), ys)
     seconds = time.perf_counter() - start
@@ -155,13 +164,23 @@ def _fl_worker(impl: str, path: str, split: int, epochs: int) -> dict:
             "lambda_updates": epochs + 1, "families": int(np.count_nonzero(model.lambdas_))}
 
 
+def _warm_up(worker: str, impl: str, path: str) -> None:
+    """A tiny fit with the same code before the timed one, so that one-time lazy initialisation (the first
+    ``torch.optim`` optimizer of a process imports for about a second) is counted for neither side."""
+    if worker == "_rffnet_worker":
+        _rffnet_worker(impl, path, 200, 1, 32, 1e-2, 1e-4, 0)
+    else:
+        _fl_worker(impl, path, 0, 1, 0)
+
+
 def _run(worker: str, *args) -> dict:
     """``worker(*args)`` in a fresh subprocess with one thread; its result dict."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     code = ("import sys, json, torch; torch.set_num_threads(1); "
             "from benchmarks._common import default_data_dir; default_data_dir(); "
             "from benchmarks.speed import reference_code as r; "
-            "print('RESULT ' + json.dumps(getattr(r, sys.argv[1])(*json.loads(sys.argv[2]))))")
+            "args = json.loads(sys.argv[2]); r._warm_up(sys.argv[1], args[0], args[1]); "
+            "print('RESULT ' + json.dumps(getattr(r, sys.argv[1])(*args)))")
     out = subprocess.run([sys.executable, "-c", code, worker, json.dumps(list(args))], env=env, cwd=str(ROOT),
                          capture_output=True, text=True)
     if out.returncode != 0:
@@ -181,11 +200,12 @@ def _checkout(path: str, marker: str, name: str) -> str | None:
 
 
 def _interleaved(repeats: int, runs: dict[str, tuple]) -> dict[str, list[dict]]:
-    """Each run of ``runs`` (label → (worker, args…)) ``repeats`` times, one of each in turn."""
+    """Each run of ``runs`` (label → (worker, args…)) ``repeats`` times, one of each in turn; repeat k passes
+    model seed k (the data stay the same)."""
     results: dict[str, list[dict]] = {label: [] for label in runs}
     for repeat in range(repeats):
         for label, (worker, *args) in runs.items():
-            results[label].append(_run(worker, *args))
+            results[label].append(_run(worker, *args, repeat))
             r = results[label][-1]
             print(f"  repeat {repeat}: {label}: {r['seconds']:.2f} s, MSE {r['mse']:.4f}, {r['updates']} updates",
                   flush=True)
@@ -196,13 +216,20 @@ def _median(runs: list[dict], key: str = "seconds") -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _mse(runs: list[dict], key: str = "mse") -> str:
+    """Mean test MSE over the repeats (seeds) ± its standard error."""
+    values = [r[key] for r in runs]
+    spread = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.4f} ± {spread:.4f}"
+
+
 def _row(pair: str, setting: str, ours: list[dict], theirs: list[dict] | None) -> str:
     o = _median(ours)
-    mse_ours = f"{ours[0]['mse']:.4f}" + (f" ({ours[0]['mse_bayes']:.4f})" if "mse_bayes" in ours[0] else "")
+    mse_ours = _mse(ours) + (f" ({_mse(ours, 'mse_bayes')})" if "mse_bayes" in ours[0] else "")
     if theirs is None:
         return (f"| {pair} | {setting} | {o:.2f} | — | — | {mse_ours} | — | {ours[0]['updates']} | — |")
     t = _median(theirs)
-    return (f"| {pair} | {setting} | {o:.2f} | {t:.2f} | {t / o:.2f}× | {mse_ours} | {theirs[0]['mse']:.4f} | "
+    return (f"| {pair} | {setting} | {o:.2f} | {t:.2f} | {t / o:.2f}× | {mse_ours} | {_mse(theirs)} | "
             f"{ours[0]['updates']} | {theirs[0]['updates']} |")
 
 
@@ -222,6 +249,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fl-splits", type=int, nargs="+", default=[0], help="airfoil splits (fl_table2's)")
     parser.add_argument("--fl-epochs", nargs="+", default=["10:10", "10:18"],
                         help="ours sweeps:reference epochs per row (10:10 the notebook's, 10:18 equal core updates)")
+    parser.add_argument("--no-fl-float32", dest="fl_float32", action="store_false",
+                        help="skip our FL with dtype='float32' (complex64 cores, solves in float64)")
     parser.add_argument("--variant", default="", help="write results/reference_code/reference_code_<variant>.md")
     args = parser.parse_args(argv)
     pyselect = _checkout(args.pyselect, "src/pyselect/solvers/palm_solver.py", "pyselect") \
@@ -248,6 +277,8 @@ def main(argv: list[str]) -> int:
             for config in args.fl_epochs:
                 sweeps, epochs = (int(v) for v in config.split(":"))
                 runs = {"ours": ("_fl_worker", "ours", "", split, sweeps)}
+                if args.fl_float32:
+                    runs["ours-float32"] = ("_fl_worker", "ours-float32", "", split, sweeps)
                 if tn_fl:
                     runs["reference"] = ("_fl_worker", "reference", tn_fl, split, epochs)
                 print(f"FL airfoil split {split}: our {sweeps} sweeps, reference {epochs} epochs", flush=True)
@@ -255,10 +286,15 @@ def main(argv: list[str]) -> int:
                 setting = f"airfoil split {split}, ours {sweeps} sweeps / theirs {epochs} epochs"
                 lines.append(_row("FL / TN-FL-Model", setting, res["ours"], res.get("reference")))
                 print(lines[-1], flush=True)
+                if args.fl_float32:
+                    lines.append(_row("FL (ours dtype=float32) / TN-FL-Model", setting, res["ours-float32"],
+                                      res.get("reference")))
+                    print(lines[-1], flush=True)
     missing = [name for name, present, pair in (("pyselect", pyselect, "rffnet"), ("TN-FL-Model", tn_fl, "fl"))
                if pair in args.pairs and not present]
     protocol = (f"see the module docstring of benchmarks/speed/reference_code.py; median of {args.repeats} "
-                "interleaved repeats, one subprocess per fit, one thread; MSE ours: the trained network's "
+                "interleaved repeats (seed k in repeat k), one subprocess per fit, one thread; MSE: mean ± SE over the "
+                "repeats' seeds, ours the trained network's "
                 "(RFFNet: the Bayesian last layer's in brackets); updates: core updates (FL), β + λ steps (RFFNet)"
                 + (f"; reference code missing, rows without it: {', '.join(missing)}" if missing else ""))
     text = header("Our RFFNet and FL beside the seed papers' code", protocol) + "\n".join(lines) + "\n"
