@@ -56,6 +56,11 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                        ["--dims", "2", "4", "--ranks", "4", "--rows", "8"]),
     "kalman_speedup": (["--workloads", "sinc", "--before-rows", "256", "--quick", "--defaults-rows", "1024"],
                        ["--workloads", "sinc", "--before-rows", "32", "--quick", "--defaults-rows", "128", "--full"]),
+    # skipped pair by pair where the reference checkouts are absent (CI): only our rows run then
+    "reference_code": (["--repeats", "1", "--rffnet-epochs", "10", "--rffnet-configs", "32:1e-2:1e-4",
+                        "--fl-epochs", "10:10"],
+                       ["--repeats", "1", "--rffnet-n", "500", "--rffnet-epochs", "2", "--rffnet-configs",
+                        "32:1e-2:1e-4", "--fl-epochs", "1:1"]),
     "tt_kalman_uci": (["--datasets", "yacht", "--splits", "0:1"], ["--datasets", "yacht", "--splits", "0:1"]),
     "tt_kalman_airline": (["--n-train", "1000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd"],
                           ["--n-train", "300", "--n-test", "200", "--models", "tt", "--num-basis", "3", "--rank", "3"]),

@@ -59,7 +59,7 @@ from tnbayes.distributed import all_reduce_sum, check_distributed
 from tnbayes.inference.als_grouping import GROUPING_MODES, InputGroupingMixin
 from tnbayes.inference.spd import CoreSystem, solve_spd
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
-from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections
+from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections, project_onto
 
 __all__ = ["CPDALS", "PENALTY_FORMS"]
 
@@ -223,6 +223,8 @@ class CPDALS(InputGroupingMixin):
         self.converged = False
         self.last_relative_change = math.nan
         self.last_system: CoreSystem | None = None
+        # φ_k of the training rows per mode (see _training_features); emptied when the active components change
+        self._feature_cache: dict[int, torch.Tensor] = {}
         self._projections = self._all_projections() if self.caches_projections else None
         self.keeps_partial_products = self.caches_projections and 3 * cache_bytes <= memory_budget
         # prefix and suffix products of the cached projections (see _product_except)
@@ -265,6 +267,7 @@ class CPDALS(InputGroupingMixin):
         self.active_weights = weights[list(support)]
         if previous is not None and previous != support:
             self._cross = None
+            self._feature_cache = {}
             if getattr(self, "_projections", None) is not None:
                 self._projections = self._all_projections()
                 self._projections_changed(0, self.features.num_modes - 1)
@@ -305,7 +308,8 @@ class CPDALS(InputGroupingMixin):
         rows = slice(0, X.shape[0]) if rows is None else rows
         if self._projections is not None and X is self.X and self.keeps_partial_products:
             return design_matrix(self.active_features, self.factors, X[rows], mode, self.active_weights,
-                                 others=self._product_except(mode)[:, rows], dtype=self.dtype)
+                                 others=self._product_except(mode)[:, rows], dtype=self.dtype,
+                                 phi=self._training_features(mode, rows))
         return design_matrix(self.active_features, self.factors, X[rows], mode, self.active_weights,
                              projections=self._projections_for(rows, X), dtype=self.dtype)
 
@@ -381,12 +385,26 @@ class CPDALS(InputGroupingMixin):
         self.history.append(objective)
         return objective
 
+    def _training_features(self, mode: int, rows: slice) -> torch.Tensor | None:
+        """``φ_mode`` of the training rows (P_active, n, M) in the engine dtype, kept between core updates when
+        the projections are cached and the features are no larger than them (M ≤ R); None when not kept."""
+        if not self.keeps_partial_products or self.features.mode_sizes[mode] > self.rank:
+            return None
+        features = self._feature_cache.get(mode)
+        if features is None:
+            features = torch.cat([self.active_features.mode_features(self.X[chunk], mode).to(self.dtype)
+                                  for chunk in self._chunks()], dim=1)
+            self._feature_cache[mode] = features
+        return features[:, rows]
+
     def _refresh_projection(self, mode: int) -> None:
         if self._projections is None:
             return
         for rows in self._chunks():
-            features = self.active_features.mode_features(self.X[rows], mode).to(self.dtype)
-            self._projections[mode, :, rows] = features @ self.factors[mode]
+            features = self._training_features(mode, rows)
+            if features is None:
+                features = self.active_features.mode_features(self.X[rows], mode).to(self.dtype)
+            project_onto(features, self.factors[mode], out=self._projections[mode, :, rows])
         self._projections_changed(mode)
 
     def _move_column_norms(self, source: int, target: int) -> None:
@@ -395,8 +413,11 @@ class CPDALS(InputGroupingMixin):
         self.factors[source] = self.factors[source] / norms
         self.factors[target] = self.factors[target] * norms
         if self._projections is not None:
-            self._projections[source] /= norms
-            self._projections[target] *= norms
+            # by a tensor of the projections' dtype: a complex tensor times a real one (or divided by it) takes
+            # torch's slow mixed path, several times the cost of this product
+            scale = norms.to(self._projections.dtype)
+            self._projections[source].mul_(scale.reciprocal())
+            self._projections[target].mul_(scale)
             self._projections_changed(source, target)
         self.last_system = None  # the stored system refers to the unnormalised core
 

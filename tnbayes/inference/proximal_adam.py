@@ -125,47 +125,64 @@ def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Te
     weight, relevances = module.output.weight, module.relevances
     frequencies, phases = module.frequencies, module.phases
     scale = math.sqrt(2.0 / module.num_features)
-    weight_optimizer = torch.optim.Adam([weight], lr=learning_rate)
-    relevance_optimizer = torch.optim.Adam([relevances], lr=learning_rate)
+    weight_optimizer = _Adam(weight, learning_rate)
+    relevance_optimizer = _Adam(relevances, learning_rate)
     shrink = 1.0 + 2.0 * penalty * learning_rate
+    squared = loss == "squared_error"
     log = TrainingLog()
 
-    def angles(rows: torch.Tensor) -> torch.Tensor:
-        return (X[rows] * relevances) @ frequencies + phases  # (B, s)
+    def angles(x: torch.Tensor) -> torch.Tensor:
+        return (x * relevances) @ frequencies + phases  # (B, s)
 
-    def weight_step(z: torch.Tensor, rows: torch.Tensor) -> None:
-        _, gradient = loss_and_output_gradient(z @ weight.T, y[rows], loss)
-        weight.grad = gradient.T @ z
-        weight_optimizer.step()
+    def weight_step(z: torch.Tensor, target: torch.Tensor) -> None:
+        output = z @ weight.T
+        if squared:
+            gradient = (output - target).mul_(2.0 / output.numel())
+        else:
+            gradient = loss_and_output_gradient(output, target, loss)[1]
+        weight_optimizer.step(gradient.T @ z)
         weight.div_(shrink)
 
-    def relevance_step(u: torch.Tensor, z: torch.Tensor, rows: torch.Tensor) -> float:
-        value, gradient = loss_and_output_gradient(z @ weight.T, y[rows], loss)
-        d_angles = (gradient @ weight) * (-scale * torch.sin(u))  # ∂L/∂u, (B, s)
-        relevances.grad = (X[rows] * (d_angles @ frequencies.T)).sum(0)
-        relevance_optimizer.step()
-        return float(value)
+    def relevance_step(u: torch.Tensor, z: torch.Tensor, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Adam step on λ; returns the batch's summed loss (a tensor: no conversion per step)."""
+        output = z @ weight.T
+        if squared:
+            residual = output - target
+            value = residual.square().sum() / output.shape[1]
+            gradient = residual.mul_(2.0 / output.numel())
+        else:
+            value, gradient = loss_and_output_gradient(output, target, loss)
+            value = value * output.shape[0]
+        d_angles = (gradient @ weight).mul_(torch.sin(u).mul_(-scale))  # ∂L/∂u, (B, s)
+        relevance_optimizer.step((x * (d_angles @ frequencies.T)).sum(0))
+        return value
 
     n = X.shape[0]
+    batch_size = int(batch_size)
+    # the weight pass of schedule="epoch" sees a fixed λ: its features are computed for this many rows at once
+    block = max(batch_size, (_FEATURE_BLOCK_ELEMENTS // max(1, module.num_features)) // batch_size * batch_size)
     best_loss, best_state, since_best = math.inf, None, 0
     with _single_cpu_thread(X.device), torch.no_grad():
         for epoch in range(int(max_epochs)):
             order = torch.randperm(n, generator=generator).to(X.device)
-            batches = list(order.split(int(batch_size)))
-            total = 0.0
+            X_epoch, y_epoch = X[order], y[order]  # one gather; the mini-batches are then views
+            batches = [(X_epoch[i:i + batch_size], y_epoch[i:i + batch_size]) for i in range(0, n, batch_size)]
+            total = torch.zeros((), dtype=X.dtype, device=X.device)
             if schedule == "batch":
-                for rows in batches:
-                    u = angles(rows)
+                for x, target in batches:
+                    u = angles(x)
                     z = scale * torch.cos(u)
-                    weight_step(z, rows)
-                    total += relevance_step(u, z, rows) * len(rows)
+                    weight_step(z, target)
+                    total += relevance_step(u, z, x, target)
             else:
-                for rows in batches:
-                    weight_step(scale * torch.cos(angles(rows)), rows)
-                for rows in batches:
-                    u = angles(rows)
-                    total += relevance_step(u, scale * torch.cos(u), rows) * len(rows)
-            log.training_losses.append(total / n)
+                for first in range(0, n, block):
+                    z_block = scale * torch.cos(angles(X_epoch[first:first + block]))
+                    for i in range(0, z_block.shape[0], batch_size):
+                        weight_step(z_block[i:i + batch_size], y_epoch[first + i:first + i + batch_size])
+                for x, target in batches:
+                    u = angles(x)
+                    total += relevance_step(u, scale * torch.cos(u), x, target)
+            log.training_losses.append(float(total) / n)
             log.epochs = epoch + 1
             if not math.isfinite(log.training_losses[-1]):
                 raise FloatingPointError(
@@ -189,6 +206,33 @@ def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Te
         module.load_state_dict(best_state)
     log.seconds = time.perf_counter() - start
     return log
+
+
+#: features (rows × s) computed at once in the weight pass of ``schedule="epoch"`` (8 MiB in float64)
+_FEATURE_BLOCK_ELEMENTS = 2**20
+
+
+class _Adam:
+    """Adam on one tensor with torch's default β₁ = 0.9, β₂ = 0.999, ε = 1e-8: the arithmetic of
+    ``torch.optim.Adam`` (its single-tensor path, op for op) without its per-call bookkeeping, which costs more
+    than the step itself on RFFNet's small tensors (thousands of steps per epoch)."""
+
+    def __init__(self, parameter: torch.Tensor, learning_rate: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.parameter, self.learning_rate, self.eps = parameter, float(learning_rate), float(eps)
+        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
+        self.exp_avg = torch.zeros_like(parameter)
+        self.exp_avg_sq = torch.zeros_like(parameter)
+        self.steps = 0
+
+    def step(self, gradient: torch.Tensor) -> None:
+        """One Adam step of the parameter (in place) with ``gradient`` (its shape)."""
+        self.steps += 1
+        self.exp_avg.lerp_(gradient, 1 - self.beta1)
+        self.exp_avg_sq.mul_(self.beta2).addcmul_(gradient, gradient, value=1 - self.beta2)
+        step_size = self.learning_rate / (1 - self.beta1 ** self.steps)
+        denominator = (self.exp_avg_sq.sqrt() / (1 - self.beta2 ** self.steps) ** 0.5).add_(self.eps)
+        self.parameter.addcdiv_(self.exp_avg, denominator, value=-step_size)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import torch
 if TYPE_CHECKING:  # the basis package imports tnbayes.tensors: a runtime import would be circular
     from tnbayes.basis.tensor_product import TensorProductFeatures
 
-__all__ = ["PartialProducts", "cpd_predict", "design_matrix", "mode_projections", "product_except"]
+__all__ = ["PartialProducts", "cpd_predict", "design_matrix", "mode_projections", "product_except", "project_onto"]
 
 
 def mode_projections(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, *,
@@ -46,6 +46,36 @@ def mode_projections(features: TensorProductFeatures, factors: Sequence[torch.Te
     """
     dtype = factors[0].dtype if dtype is None else dtype
     return torch.stack([features.mode_features(X, k).to(dtype) @ factors[k] for k in range(features.num_modes)])
+
+
+#: up to this many basis functions per mode, :func:`project_onto` sums M broadcast products instead of calling a
+#: matrix product (whose inner dimension of 2 for quantized features wastes most of a GEMM kernel)
+_BROADCAST_MAX_M = 4
+
+
+def project_onto(features: torch.Tensor, factor: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``features @ factor`` written into ``out``: the projection ``φ_k(X) W_k`` of one mode.
+
+    Parameters
+    ----------
+    features : torch.Tensor of shape (P, n, M)
+    factor : torch.Tensor of shape (M, R)
+    out : torch.Tensor of shape (P, n, R)
+        Written in place (may be a view, e.g. one mode of a projection cache).
+
+    Returns
+    -------
+    torch.Tensor
+        ``out``.
+    """
+    M = features.shape[-1]
+    if M > _BROADCAST_MAX_M:
+        out.copy_(features @ factor)
+        return out
+    torch.mul(features[..., 0:1], factor[0], out=out)
+    for m in range(1, M):
+        out.addcmul_(features[..., m:m + 1], factor[m])
+    return out
 
 
 def product_except(projections: torch.Tensor, mode: int) -> torch.Tensor:
@@ -132,7 +162,8 @@ class PartialProducts:
 
 def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tensor], X: torch.Tensor, mode: int,
                   component_weights: torch.Tensor | None = None, *, projections: torch.Tensor | None = None,
-                  others: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+                  others: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+                  phi: torch.Tensor | None = None) -> torch.Tensor:
     """Design matrix of core ``mode``: row n is ``Σ_p c_p φ^p_d(x_n) ⊗ ⊙_{k≠d} φ^p_k(x_n) W_k``.
 
     Parameters
@@ -148,6 +179,8 @@ def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tenso
     others : torch.Tensor of shape (P, n, R), optional
         Precomputed ``⊙_{k≠mode}`` of the projections (e.g. from :class:`PartialProducts`).
     dtype : torch.dtype, optional
+    phi : torch.Tensor of shape (P, n, M_d), optional
+        Precomputed ``features.mode_features(X, mode)`` in ``dtype``.
 
     Returns
     -------
@@ -159,7 +192,8 @@ def design_matrix(features: TensorProductFeatures, factors: Sequence[torch.Tenso
         if projections is None:
             projections = mode_projections(features, factors, X, dtype=dtype)
         others = product_except(projections, mode)  # (P, n, R)
-    phi = features.mode_features(X, mode).to(dtype)  # (P, n, M)
+    if phi is None:
+        phi = features.mode_features(X, mode).to(dtype)  # (P, n, M)
     if component_weights is None:
         component_weights = torch.ones(phi.shape[0], dtype=dtype, device=phi.device)
     weighted = phi * component_weights.to(dtype).view(-1, 1, 1)
