@@ -266,6 +266,8 @@ class SVGP(BaseModel):
             pool_X, pool_y = sample
             train_rows = validation = None
             num_validation = min(int(round(float(self.validation_fraction) * num_rows)), MAX_VALIDATION_ROWS)
+            # each row is held out with this probability, so about num_validation rows are, spread over the chunks
+            self._held_out_share = num_validation / max(num_rows, 1)
         else:
             train_rows, validation = self._split_validation(X, y, num_rows, full_batch, generator)
             pool_X, pool_y = X[train_rows], y[train_rows]
@@ -394,7 +396,7 @@ class SVGP(BaseModel):
             return None
         kept_X, kept_y, total = [], [], 0
         for index, (X, y) in enumerate(rows):
-            mask = self._held_out_mask(X.shape[0], index, float(self.validation_fraction), int(self.seed), X.device)
+            mask = self._held_out_mask(X.shape[0], index, self._held_out_share, int(self.seed), X.device)
             kept_X.append(X[mask])
             kept_y.append(y[mask])
             total += int(mask.sum())
@@ -411,8 +413,7 @@ class SVGP(BaseModel):
             carry_X, carry_y = None, None
             for index, (X, y) in enumerate(rows):
                 if num_validation:
-                    keep = ~self._held_out_mask(X.shape[0], index, float(self.validation_fraction), int(self.seed),
-                                                X.device)
+                    keep = ~self._held_out_mask(X.shape[0], index, self._held_out_share, int(self.seed), X.device)
                     X, y = X[keep], y[keep]
                 if carry_X is not None:
                     X, y = torch.cat([carry_X, X]), torch.cat([carry_y, y])
