@@ -61,6 +61,9 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                         "--fl-epochs", "10:10"],
                        ["--repeats", "1", "--rffnet-n", "500", "--rffnet-epochs", "2", "--rffnet-configs",
                         "32:1e-2:1e-4", "--fl-epochs", "1:1"]),
+    # CPU rows only where no CUDA device is visible (CI); on a GPU machine the same rows run on both devices
+    "device_speed": (["--quick", "--sinc-rows", "256", "--adult-rows", "50", "--tt-rows", "512", "--svgp-steps", "100"],
+                     ["--quick", "--workloads", "sinc", "airline_svgp", "--sinc-rows", "16", "--svgp-steps", "5"]),
     "tt_kalman_uci": (["--datasets", "yacht", "--splits", "0:1"], ["--datasets", "yacht", "--splits", "0:1"]),
     "tt_kalman_airline": (["--n-train", "1000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd"],
                           ["--n-train", "300", "--n-test", "200", "--models", "tt", "--num-basis", "3", "--rank", "3"]),

@@ -336,13 +336,14 @@ def hilbert_box(lengthscale: torch.Tensor, half_range: torch.Tensor, kernel: str
     Returns
     -------
     c : torch.Tensor of shape (D,)
-        Box half-width L = c·S per input.
+        Box half-width L = c·S per input (float64, on the CPU).
     num_basis : int
         M per input.
     """
-    half_range = torch.as_tensor(half_range, dtype=torch.float64).reshape(-1)
+    # a box is a handful of numbers: computed on the CPU whatever device the data live on
+    half_range = torch.as_tensor(half_range, dtype=torch.float64, device="cpu").reshape(-1)
     num_dims = half_range.numel()
-    lengthscale = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(-1).expand(num_dims)
+    lengthscale = torch.as_tensor(lengthscale, dtype=torch.float64, device="cpu").reshape(-1).expand(num_dims)
     rule = kernel if kernel in HILBERT_RULE_CONSTANTS else "se"
     rule_c, _ = accurate_hilbert_parameters(lengthscale, half_range, rule)
     if c is not None:

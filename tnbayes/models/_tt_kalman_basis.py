@@ -268,7 +268,7 @@ class TTKalmanBasisMixin:
             weights = self.basis_.spectral_weights(self.lengthscale_, self.kernel, self.nu)  # (D, M) = √S_d
         else:
             weights = torch.ones(self.basis_.num_modes, self.num_basis_)
-        return (self.outputscale_ ** (0.5 / weights.shape[0])) * weights.to(torch.float64)
+        return (self.outputscale_ ** (0.5 / weights.shape[0])) * weights.to(dtype=torch.float64, device=self.device_)
 
     def _features(self, X: torch.Tensor) -> torch.Tensor:
         """Per-mode features (K, n, M) of scaled inputs X (n, D)."""

@@ -315,9 +315,9 @@ class CPDKernelMachine(CPDModelBase):
             clamped = self.lengthscale_ < shortest
             if bool(clamped.any()):
                 warnings.warn(
-                    f"Estimated lengthscales {self.lengthscale_[clamped].numpy().round(4).tolist()} of inputs "
+                    f"Estimated lengthscales {self.lengthscale_[clamped].cpu().numpy().round(4).tolist()} of inputs "
                     f"{torch.nonzero(clamped).flatten().tolist()} are shorter than M = {num_basis} basis functions "
-                    f"resolve; raised to {shortest[clamped].numpy().round(4).tolist()}.", ApproximationWarning,
+                    f"resolve; raised to {shortest[clamped].cpu().numpy().round(4).tolist()}.", ApproximationWarning,
                     stacklevel=4)
                 self.lengthscale_ = torch.maximum(self.lengthscale_, shortest)
         self.num_basis_ = num_basis

@@ -271,13 +271,16 @@ def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSet
     """
     settings.validate()
     ard_dims = X.shape[1] if settings.ard else None
+    # the priors' tensors are made on X's device: Module.to moves a prior's buffers but not the loc and scale of
+    # its torch.distributions base (a CUDA model then failed with a CPU prior)
+    on_x = {"dtype": X.dtype, "device": X.device}
     bound = settings.lengthscale_lower_bound
-    constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(X.dtype))
+    constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(**on_x))
     prior = None
     if settings.prior == "dimension_scaled":
         loc = lengthscale_prior_location(X, settings.ard)
-        prior = gpytorch.priors.LogNormalPrior(loc.to(X.dtype).reshape(1, -1),
-                                               torch.full((1, loc.numel()), LENGTHSCALE_PRIOR_SCALE, dtype=X.dtype))
+        prior = gpytorch.priors.LogNormalPrior(loc.to(**on_x).reshape(1, -1),
+                                               torch.full((1, loc.numel()), LENGTHSCALE_PRIOR_SCALE, **on_x))
     family, nu = gp_kernel_family(settings.kernel, settings.nu)
     if family == "se":
         base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=constraint,
@@ -287,8 +290,8 @@ def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSet
                                              lengthscale_constraint=constraint, lengthscale_prior=prior)
     noise_prior = None
     if settings.prior == "dimension_scaled":
-        noise_prior = gpytorch.priors.LogNormalPrior(torch.tensor(NOISE_PRIOR_LOCATION, dtype=X.dtype),
-                                                     torch.tensor(NOISE_PRIOR_SCALE, dtype=X.dtype))
+        noise_prior = gpytorch.priors.LogNormalPrior(torch.tensor(NOISE_PRIOR_LOCATION, **on_x),
+                                                     torch.tensor(NOISE_PRIOR_SCALE, **on_x))
     likelihood = gpytorch.likelihoods.GaussianLikelihood(
         noise_prior=noise_prior, noise_constraint=gpytorch.constraints.GreaterThan(float(settings.noise_lower_bound)))
     kernel = gpytorch.kernels.ScaleKernel(base)
@@ -364,9 +367,10 @@ def _set_start(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSetti
                outputscale: float, noise: float) -> None:
     dev, dt = model.train_targets.device, model.train_targets.dtype
     bound = settings.lengthscale_lower_bound
+    lengthscale = lengthscale.to(dev, dt)
     if bound is not None:  # start strictly inside the feasible region
-        lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * bound + 1e-3).reshape(-1)
-    model.covar_module.base_kernel.lengthscale = lengthscale.to(dev, dt).reshape(1, -1)
+        lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * bound.to(dev, dt) + 1e-3).reshape(-1)
+    model.covar_module.base_kernel.lengthscale = lengthscale.reshape(1, -1)
     model.covar_module.outputscale = outputscale
     model.likelihood.noise = max(noise, 10 * float(settings.noise_lower_bound))
     model.mean_module.constant.data.fill_(0.0)

@@ -203,8 +203,9 @@ def starting_points(init: Mapping[str, object], *, num_restarts: int, sizes: Map
                 share0 = min(max(start("share", 0.5), 1e-3), 1 - 1e-3)
                 ls0 = init.get("product_lengthscale")
                 ls0 = torch.full((1,), 0.5, dtype=dtype) if ls0 is None else torch.as_tensor(ls0, dtype=dtype)
-                ls0 = torch.maximum(ls0.reshape(-1).expand(sizes["product_lengthscale"]), 1.5 * floor)
-                init_raw["product_lengthscale"] = (ls0 - floor).log()
+                floor_here = floor.to(ls0)  # the floor lives with the features (maybe CUDA); the starts on the CPU
+                ls0 = torch.maximum(ls0.reshape(-1).expand(sizes["product_lengthscale"]), 1.5 * floor_here)
+                init_raw["product_lengthscale"] = (ls0 - floor_here).log()
                 init_raw["share"] = torch.tensor(math.log(share0 / (1 - share0)))
         else:
             u = torch.rand(num_ls + 2, generator=generator, dtype=torch.float64)

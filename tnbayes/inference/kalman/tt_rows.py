@@ -140,7 +140,8 @@ class TTKalmanFilter:
             self._covariance = identity * float(prior_variance)
         self.num_updates = 0
         self.covariance_trace_history: list[float] = []
-        self._generator = torch.Generator(device=device).manual_seed(0)  # randomized rounding of block updates
+        # randomized rounding of block updates: a CPU generator, so a CUDA filter draws the same sketches as a CPU one
+        self._generator = torch.Generator().manual_seed(0)
 
     # ------------------------------------------------------------------ state
     @property

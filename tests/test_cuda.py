@@ -1,0 +1,167 @@
+"""Every estimator on ``device="cuda"``: the fit runs there, the posterior lives there, and it agrees with the same
+fit on the CPU; model files move between devices; chunked fits, the BoTorch wrapper and the TT algebra on CUDA.
+
+Skipped where no CUDA device is visible (CI has none); run on a GPU machine with ``pytest tests/test_cuda.py``.
+The reference of every check is the same computation on the CPU in float64. ``TNBAYES_TEST_DEVICE=cpu`` runs the
+module against the CPU itself (a check of the tests, not of CUDA).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tnbayes
+from tnbayes.data import ChunkedData
+from tests.test_bad_input import CLASSIFIERS, REGRESSORS, _data
+
+DEVICE = os.environ.get("TNBAYES_TEST_DEVICE", "cuda")
+pytestmark = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs a CUDA device")
+
+#: regressors whose CUDA fit must equal the CPU fit up to floating-point reassociation (same seeds, same draws:
+#: random draws of the fits come from CPU generators); the others draw on the device or choose discretely
+#: (a rank, a basis size, a stopping step) and are compared by accuracy: SVGP (its Adam/natural-gradient steps
+#: differ in the last bits on the GPU, and after hundreds of stochastic steps by ~1e-4 std(y))
+SAME_NUMBERS = {"CPDKernelMachine", "HilbertGP", "QTKM", "TKM", "ExactGP", "TNKF", "TTKalmanGP", "FeatureLearningKM",
+                "RFFNet"}
+#: largest |mean_cuda − mean_cpu| / std(y) for SAME_NUMBERS (float64 on both; BLAS reassociation only)
+SAME_NUMBERS_TOL = 1e-6
+#: largest test-RMSE excess of the CUDA fit over the CPU fit, in std(y), for the others
+ACCURACY_TOL = 0.05
+
+
+def _fit(factory, X, y, device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return factory().set_params(device=device).fit(X, y)
+
+
+_DEVICE_FITS: dict[str, object] = {}
+
+
+def _device_fit(name: str):
+    """One fit per regressor on DEVICE and session, on ``_data(60)`` (the later tests only read it)."""
+    if name not in _DEVICE_FITS:
+        _DEVICE_FITS[name] = _fit(REGRESSORS[name], *_data(60), DEVICE)
+    return _DEVICE_FITS[name]
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_regressor_fits_on_cuda_and_matches_cpu(name):
+    X, y = _data(60)
+    X_test = np.random.default_rng(1).uniform(-1, 1, (25, 2))
+    y_test = np.cos(2 * X_test[:, 0])
+    cpu, gpu = _fit(REGRESSORS[name], X, y, "cpu"), _device_fit(name)
+    post = gpu.posterior(X_test)
+    assert post.mean.device.type == DEVICE and post.variance.device.type == DEVICE
+    assert torch.isfinite(post.mean).all() and (post.variance > 0).all()
+    mean_gpu = post.mean.cpu().double().numpy()
+    mean_cpu = cpu.posterior(X_test).mean.double().numpy()
+    scale = float(np.std(y))
+    gap = float(np.max(np.abs(mean_gpu - mean_cpu))) / scale
+    rmse_gpu = float(np.sqrt(np.mean((mean_gpu - y_test) ** 2))) / scale
+    rmse_cpu = float(np.sqrt(np.mean((mean_cpu - y_test) ** 2))) / scale
+    print(f"CUDA-DIFF {name}: max |mean gap| / std(y) = {gap:.3e}, RMSE/std cpu {rmse_cpu:.4f} cuda {rmse_gpu:.4f}")
+    if name in SAME_NUMBERS:
+        assert gap <= SAME_NUMBERS_TOL, f"{name}: CUDA mean differs from the CPU mean by {gap:.2e} std(y)"
+    else:
+        assert rmse_gpu <= rmse_cpu + ACCURACY_TOL
+    assert isinstance(gpu.predict(X_test), np.ndarray)
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIFIERS))
+def test_classifier_fits_on_cuda_and_matches_cpu(name):
+    X, labels = _data(60, classify=True)
+    X_test = np.random.default_rng(1).uniform(-1, 1, (40, 2))
+    cpu, gpu = _fit(CLASSIFIERS[name], X, labels, "cpu"), _fit(CLASSIFIERS[name], X, labels, DEVICE)
+    predicted_gpu, predicted_cpu = gpu.predict(X_test), cpu.predict(X_test)
+    agreement = float(np.mean(predicted_gpu == predicted_cpu))
+    print(f"CUDA-DIFF {name}: label agreement with the CPU fit {agreement:.3f}")
+    assert set(predicted_gpu) <= {"high", "low"}
+    assert agreement >= 0.95
+    probabilities = gpu.predict_proba(X_test)
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_cuda_model_file_loads_on_either_device(name, tmp_path):
+    X_test = np.random.default_rng(2).uniform(-1, 1, (11, 2))
+    model = _device_fit(name)
+    path = tmp_path / "model.tnb"
+    model.save(path)
+    same = tnbayes.load_model(path)
+    a, b = model.posterior(X_test), same.posterior(X_test)
+    assert b.mean.device.type == DEVICE
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
+    on_cpu = tnbayes.load_model(path, device="cpu")
+    c = on_cpu.posterior(X_test)
+    assert c.mean.device.type == "cpu"
+    torch.testing.assert_close(c.mean, a.mean.cpu(), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(c.variance, a.variance.cpu(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["CPDKernelMachine", "QTKM", "SVGP", "TTKalmanGP"])
+def test_chunked_fit_on_cuda_matches_in_memory_fit(name):
+    X, y = _data(90)
+    X_test = np.random.default_rng(3).uniform(-1, 1, (13, 2))
+    factory = REGRESSORS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chunked_gpu = factory().set_params(device=DEVICE).fit(ChunkedData.from_arrays(X, y, 32))
+        chunked_cpu = factory().set_params(device="cpu").fit(ChunkedData.from_arrays(X, y, 32))
+    a, b = chunked_gpu.posterior(X_test), chunked_cpu.posterior(X_test)
+    scale = float(np.std(y))
+    gap = float((a.mean.cpu() - b.mean).abs().max()) / scale
+    print(f"CUDA-DIFF chunked {name}: max |mean gap| / std(y) = {gap:.3e}")
+    assert a.mean.device.type == DEVICE
+    if name in SAME_NUMBERS:
+        assert gap <= SAME_NUMBERS_TOL
+    else:
+        y_test = np.cos(2 * X_test[:, 0])
+        rmse_gpu, rmse_cpu = (float(np.sqrt(np.mean((p.mean.cpu().numpy() - y_test) ** 2))) / scale for p in (a, b))
+        assert rmse_gpu <= rmse_cpu + ACCURACY_TOL
+
+
+def test_botorch_model_on_cuda():
+    pytest.importorskip("botorch")
+    from tnbayes.integrations.botorch import BoTorchModel
+
+    X, y = _data(50)
+    model = BoTorchModel(_fit(REGRESSORS["HilbertGP"], X, y, DEVICE))
+    candidates = torch.rand(4, 3, 2, dtype=torch.float64, device=DEVICE) * 2 - 1
+    posterior = model.posterior(candidates)
+    assert posterior.mean.shape == (4, 3, 1) and posterior.mean.device.type == DEVICE
+    draws = posterior.rsample(torch.Size([5]))
+    assert draws.shape == (5, 4, 3, 1) and torch.isfinite(draws).all()
+
+
+def test_tt_algebra_on_cuda_matches_cpu():
+    from tnbayes.inference.kalman.dense import DenseKalmanFilter
+    from tnbayes.inference.kalman.tt_rows import TTKalmanFilter
+    from tnbayes.tensors import TTVector
+
+    generator = torch.Generator().manual_seed(0)
+    shape = (3, 4, 3, 2)
+    dense = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    tt_cpu = TTVector.from_dense(dense, max_rank=4)
+    tt_gpu = TTVector.from_dense(dense.to(DEVICE), max_rank=4)
+    torch.testing.assert_close(tt_gpu.to_dense().cpu(), tt_cpu.to_dense(), rtol=1e-10, atol=1e-12)
+
+    size = int(np.prod(shape))
+    rows = torch.randn(8, size, generator=generator, dtype=torch.float64)
+    targets = torch.randn(8, generator=generator, dtype=torch.float64)
+    reference = DenseKalmanFilter.isotropic(size, 1.0)
+    by_row = TTKalmanFilter(shape, prior_variance=1.0, device=DEVICE)
+    by_block = TTKalmanFilter(shape, prior_variance=1.0, device=DEVICE)
+    for row, target in zip(rows, targets):
+        reference.update(row, float(target), 0.1)
+        by_row.update(TTVector.from_dense(row.reshape(shape).to(DEVICE)), float(target), 0.1)
+    for first in (0, 4):
+        by_block.update_block(rows[first:first + 4].to(DEVICE), targets[first:first + 4].to(DEVICE), 0.1)
+    for filt in (by_row, by_block):
+        assert filt.mean.to_dense().device.type == DEVICE
+        torch.testing.assert_close(filt.mean.to_dense().reshape(-1).cpu(), reference.mean, rtol=1e-8, atol=1e-10)
