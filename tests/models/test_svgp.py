@@ -116,6 +116,37 @@ def test_a_small_time_budget_lowers_the_inducing_points_and_warns_when_it_ends_t
         tnbayes.SVGP(time_budget=1.0).fit(X, y)  # the pilot alone takes longer
 
 
+@pytest.mark.parametrize("settings, chunked", [({"natural_gradient": False}, False),
+                                               ({"learn_inducing": False, "inducing_init": "subsample"}, True)])
+def test_save_load_round_trip_is_exact_for_every_variational_form(settings, chunked, tmp_path):
+    X, y = _data(300)
+    data = (ChunkedData.from_arrays(X, y, 128),) if chunked else (X, y)
+    model = tnbayes.SVGP(num_inducing=24, max_iter=40, batch_size=64, **settings).fit(*data)
+    path = tmp_path / "svgp.tnb"
+    model.save(path)
+    loaded = tnbayes.load_model(path)
+    assert loaded.get_params() == model.get_params()
+    for name, tensor in model.gp_.state_dict().items():
+        assert torch.equal(loaded.gp_.state_dict()[name], tensor), name
+    for name, tensor in model.likelihood_.state_dict().items():
+        assert torch.equal(loaded.likelihood_.state_dict()[name], tensor), name
+    X_new = np.random.default_rng(4).uniform(-3, 3, size=(17, 2))
+    a, b = model.posterior(X_new), loaded.posterior(X_new)
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
+
+
+def test_bad_chunks_get_clear_errors():
+    X, y = _data(200)
+    bad = X.copy()
+    bad[150, 1] = np.nan  # in the second chunk
+    with pytest.raises(ValueError, match="non-finite"):
+        tnbayes.SVGP(num_inducing=10, max_iter=5).fit(ChunkedData.from_arrays(bad, y, 100))
+    with pytest.raises(ValueError, match="num_inducing must be 'auto' or a positive integer"):
+        tnbayes.SVGP(num_inducing="many").fit(ChunkedData.from_arrays(X, y, 100))
+    with pytest.raises(ValueError, match="num_inducing must be 'auto' or a positive integer"):
+        tnbayes.SVGP(num_inducing=2.5).fit(ChunkedData.from_arrays(X, y, 100))
+
+
 def test_save_load_round_trip_and_botorch_gradients(tmp_path):
     X, y = _data(80)
     model = tnbayes.SVGP(num_inducing=20, max_iter=60, kernel="matern", nu=1.5).fit(X, y)

@@ -250,6 +250,7 @@ class SVGP(BaseModel):
 
     def _hyperparameter_sample_size(self) -> int:
         """Rows a chunked fit keeps from its first pass: the pilot, k-means and (for ``"auto"``) m's ceiling."""
+        self._check_parameters()  # before the first pass over the chunks, and before int() of num_inducing
         m = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
         return max(2000, 10 * m)
 
@@ -276,7 +277,8 @@ class SVGP(BaseModel):
         self.num_validation_ = num_validation
         self.batch_size_ = min(batch_size, num_fit_rows)
 
-        with torch.random.fork_rng(devices=[]):
+        # the seed is set for this fit alone: the global CPU (and, on CUDA, the device's) generator is restored after
+        with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []):
             torch.manual_seed(int(self.seed))
             start = self._pilot(pool_X, pool_y, generator)
             inducing, how = self._initial_inducing(pool_X, generator)
@@ -487,7 +489,7 @@ class SVGP(BaseModel):
         self.history_, self.validation_elbo_, self.evaluation_seconds_ = [], [], []
         best, stale, since, steps = -math.inf, 0, [], 0
         self.stop_reason_ = "max_iter"
-        bar = tqdm(total=max_steps, desc="SVGP steps", disable=not self.verbose, leave=False)
+        bar = tqdm(total=max_steps, desc="SVGP steps", disable=not self.verbose)  # the ELBO in its postfix
         timed_from = time.perf_counter()
         while steps < max_steps:
             if steps == WARM_UP_STEPS:
