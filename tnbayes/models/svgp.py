@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from tnbayes._validation import check_positive
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
+from tnbayes.models._svgp_data import memory_batches, streamed_batches, streamed_validation
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -63,6 +64,9 @@ EVALUATION_INTERVAL = 50
 MAX_VALIDATION_ROWS = 2000
 #: rows of the exact-GP pilot whose ML-II estimate starts the kernel hyper-parameters
 PILOT_POINTS = 500
+#: with ``num_inducing="auto"``, full batches and at most this many distinct training inputs, every distinct input
+#: is an inducing point and the pilot's ML-II sees every row: the fit is then the exact GP's (see Notes)
+EXACT_INDUCING_ROWS = FULL_BATCH_ROWS
 #: the time budget must leave room for this many steps at the chosen number of inducing points, or it is reduced
 MIN_BUDGET_STEPS = 300
 #: steps timed (after :data:`WARM_UP_STEPS` untimed ones) before the budget decides the number of inducing points
@@ -106,11 +110,12 @@ class _VariationalGP(gpytorch.models.ApproximateGP):
 class SVGP(BaseModel):
     """Stochastic variational GP regression (GPyTorch ``ApproximateGP``) with an ARD SE or Matérn kernel.
 
-    With no arguments the fit chooses, from the data and ``time_budget``: the kernel hyper-parameters' start (ML-II
-    of an exact GP on a subsample), the number of inducing points (all distinct training inputs up to
-    :data:`DEFAULT_MAX_INDUCING`, fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps at that size),
-    their places (k-means), full-batch steps up to :data:`FULL_BATCH_ROWS` rows and minibatches above, and when to
-    stop (a plateau of the held-out ELBO, or of the exact training ELBO with full batches, or the budget).
+    With no arguments the fit chooses, from the data and ``time_budget``: up to :data:`EXACT_INDUCING_ROWS` rows
+    (full batches), every distinct training input as an inducing point and ML-II of an exact GP on every row, which
+    makes the fit the exact GP's (see Notes); above, the kernel hyper-parameters' start (ML-II of an exact GP on a
+    subsample of :data:`PILOT_POINTS` rows), :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget
+    cannot pay :data:`MIN_BUDGET_STEPS` steps at that size), their places (k-means), minibatches, and when to stop
+    (a plateau of the held-out ELBO, or the budget).
     ``fit_report_`` (printed with ``verbose=True``) says what it chose and why.
 
     Parameters
@@ -193,8 +198,8 @@ class SVGP(BaseModel):
 
     Notes
     -----
-    When the inducing inputs are every distinct training input (at most :data:`DEFAULT_MAX_INDUCING` of them, with
-    ``num_inducing="auto"``), the pilot's ML-II saw every row, steps take full batches, ``max_iter="auto"`` and
+    When the inducing inputs are every distinct training input (with ``num_inducing="auto"``: at most
+    :data:`EXACT_INDUCING_ROWS` of them, with full batches), the pilot's ML-II saw every row, steps take full batches, ``max_iter="auto"`` and
     ``natural_gradient=True``, the ELBO is tight (Titsias 2009) and its optimum is the exact GP's at the pilot's
     hyper-parameters: the fit then sets q there with one natural-gradient step of size 1 and takes no further steps
     (``stop_reason_ == "exact_optimum"``). Pass ``max_iter`` to optimise by steps anyway.
@@ -280,18 +285,21 @@ class SVGP(BaseModel):
         # the seed is set for this fit alone: the global CPU (and, on CUDA, the device's) generator is restored after
         with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []):
             torch.manual_seed(int(self.seed))
-            start = self._pilot(pool_X, pool_y, generator)
-            inducing, how = self._initial_inducing(pool_X, generator)
+            exact_plan = (full_batch and self.num_inducing == "auto"
+                          and torch.unique(pool_X, dim=0).shape[0] <= EXACT_INDUCING_ROWS)
+            start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
+            inducing, how = self._initial_inducing(pool_X, generator, every_input=exact_plan)
             exact = (full_batch and start["saw_every_row"] and how.startswith("all") and self.max_iter == "auto"
                      and bool(self.natural_gradient))
             self._report(f"{inducing.shape[0]} inducing points, {how}.")
             model, likelihood = self._build(inducing, pool_X, start)
             if streamed:
-                batches = self._streamed_batches(X, generator, num_validation)
-                validation = self._streamed_validation(X, num_validation)
+                batches = streamed_batches(X, generator, self.batch_size_, self._held_out_share, int(self.seed),
+                                           hold_out=num_validation > 0)
+                validation = streamed_validation(X, num_validation, self._held_out_share, int(self.seed))
                 self.num_validation_ = 0 if validation is None else int(validation[0].shape[0])
             else:
-                batches = self._memory_batches(X[train_rows], y[train_rows], self.batch_size_, generator)
+                batches = memory_batches(X[train_rows], y[train_rows], self.batch_size_, generator)
             self._report(self._batch_text(num_rows, num_fit_rows, streamed, full_batch))
             if exact:
                 self._exact_optimum(model, likelihood, pool_X, pool_y)
@@ -315,11 +323,14 @@ class SVGP(BaseModel):
         held = order[:count]
         return order[count:], (X[held], y[held])
 
-    def _pilot(self, X: torch.Tensor, y: torch.Tensor, generator: torch.Generator) -> dict[str, Any]:
-        """Start values of (ℓ, σ_f², σ², c): ML-II of an exact GP on at most :data:`PILOT_POINTS` of the rows."""
+    def _pilot(self, X: torch.Tensor, y: torch.Tensor, generator: torch.Generator, *,
+               every_row: bool = False) -> dict[str, Any]:
+        """Start values of (ℓ, σ_f², σ², c): ML-II of an exact GP on at most :data:`PILOT_POINTS` of the rows (on
+        every row with ``every_row``)."""
         started = time.perf_counter()
         family, nu = gp_kernel_family(self.kernel, float(self.nu))
-        estimate = estimate_kernel_hyperparameters(X, y, kernel=family, nu=nu, max_points=PILOT_POINTS,
+        points = X.shape[0] if every_row else PILOT_POINTS
+        estimate = estimate_kernel_hyperparameters(X, y, kernel=family, nu=nu, max_points=points,
                                                    seed=int(self.seed), num_restarts=1, ard=bool(self.ard))
         lengthscale = estimate.lengthscale.to(torch.float64)
         if not self.ard:
@@ -333,9 +344,14 @@ class SVGP(BaseModel):
                 "mean": float(y.mean()),
                 "saw_every_row": estimate.num_points + estimate.num_duplicates == X.shape[0]}
 
-    def _initial_inducing(self, X: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, str]:
-        """Inducing inputs of shape (m, D) and a phrase saying how they were chosen."""
+    def _initial_inducing(self, X: torch.Tensor, generator: torch.Generator, *,
+                          every_input: bool = False) -> tuple[torch.Tensor, str]:
+        """Inducing inputs of shape (m, D) and a phrase saying how they were chosen (every distinct input with
+        ``every_input``)."""
         distinct = torch.unique(X, dim=0)
+        if every_input:
+            return distinct, (f"all {distinct.shape[0]} distinct training inputs (at most {EXACT_INDUCING_ROWS} with "
+                              "full batches: the variational posterior is then the exact GP's)")
         wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
         if self.num_inducing == "auto" and distinct.shape[0] <= wanted:
             return distinct, f"all {distinct.shape[0]} distinct training inputs (at most {DEFAULT_MAX_INDUCING})"
@@ -372,62 +388,6 @@ class SVGP(BaseModel):
         return model, likelihood
 
     # ------------------------------------------------------------------ data for the steps
-    @staticmethod
-    def _memory_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator):
-        """Endless minibatches of in-memory rows: a fresh random order every epoch (all rows, unshuffled, when one
-        batch holds them)."""
-        num_rows = X.shape[0]
-        while True:
-            if batch_size >= num_rows:
-                yield X, y
-                continue
-            order = torch.randperm(num_rows, generator=generator).to(X.device)
-            for first in range(0, num_rows - batch_size + 1, batch_size):
-                rows = order[first:first + batch_size]
-                yield X[rows], y[rows]
-
-    @staticmethod
-    def _held_out_mask(num_rows: int, chunk_index: int, fraction: float, seed: int, device: torch.device) -> torch.Tensor:
-        """The rows of chunk ``chunk_index`` that a streamed fit holds out (the same in every pass)."""
-        generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + chunk_index)
-        return (torch.rand(num_rows, generator=generator) < fraction).to(device)
-
-    def _streamed_validation(self, rows: StreamedRows, count: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The first ``count`` held-out rows of a chunk source (one pass)."""
-        if count < 1:
-            return None
-        kept_X, kept_y, total = [], [], 0
-        for index, (X, y) in enumerate(rows):
-            mask = self._held_out_mask(X.shape[0], index, self._held_out_share, int(self.seed), X.device)
-            kept_X.append(X[mask])
-            kept_y.append(y[mask])
-            total += int(mask.sum())
-            if total >= count:
-                break
-        X_val, y_val = torch.cat(kept_X)[:count], torch.cat(kept_y)[:count]
-        return (X_val, y_val) if X_val.shape[0] else None
-
-    def _streamed_batches(self, rows: StreamedRows, generator: torch.Generator, num_validation: int):
-        """Endless minibatches of a chunk source: each pass reads the chunks in order and shuffles within a chunk;
-        rows a chunk holds out are skipped (remainders are carried to the next chunk)."""
-        batch_size = self.batch_size_
-        while True:
-            carry_X, carry_y = None, None
-            for index, (X, y) in enumerate(rows):
-                if num_validation:
-                    keep = ~self._held_out_mask(X.shape[0], index, self._held_out_share, int(self.seed), X.device)
-                    X, y = X[keep], y[keep]
-                if carry_X is not None:
-                    X, y = torch.cat([carry_X, X]), torch.cat([carry_y, y])
-                order = torch.randperm(X.shape[0], generator=generator).to(X.device)
-                X, y = X[order], y[order]
-                full = (X.shape[0] // batch_size) * batch_size
-                for first in range(0, full, batch_size):
-                    yield X[first:first + batch_size], y[first:first + batch_size]
-                carry_X, carry_y = X[full:], y[full:]
-            if carry_X is not None and carry_X.shape[0]:
-                yield carry_X, carry_y
-
     def _batch_text(self, num_rows: int, num_fit_rows: int, streamed: bool, full_batch: bool) -> str:
         if full_batch:
             return (f"every step sees all {num_rows} rows (at most {FULL_BATCH_ROWS} rows take full batches): the "

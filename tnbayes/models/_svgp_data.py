@@ -1,0 +1,72 @@
+"""The rows of :class:`~tnbayes.SVGP`'s optimiser steps: endless minibatches of in-memory rows or of a chunk source,
+and the held-out rows of a chunk source (drawn per chunk with a fixed seed, so the same in every pass)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from tnbayes.data import StreamedRows
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def memory_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
+    """Endless minibatches ``(X_b (B, D), y_b (B,))`` of in-memory rows: a fresh random order every epoch (all rows,
+    unshuffled, when one batch holds them)."""
+    num_rows = X.shape[0]
+    while True:
+        if batch_size >= num_rows:
+            yield X, y
+            continue
+        order = torch.randperm(num_rows, generator=generator).to(X.device)
+        for first in range(0, num_rows - batch_size + 1, batch_size):
+            rows = order[first:first + batch_size]
+            yield X[rows], y[rows]
+
+
+def held_out_mask(num_rows: int, chunk_index: int, share: float, seed: int, device: torch.device) -> torch.Tensor:
+    """Boolean mask of shape (num_rows,): the rows of chunk ``chunk_index`` a streamed fit holds out, each with
+    probability ``share`` (the same in every pass)."""
+    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + chunk_index)
+    return (torch.rand(num_rows, generator=generator) < share).to(device)
+
+
+def streamed_validation(rows: StreamedRows, count: int, share: float, seed: int) -> Batch | None:
+    """The first ``count`` held-out rows ``(X (≤ count, D), y)`` of a chunk source (one pass); None if there are
+    none."""
+    if count < 1:
+        return None
+    kept_X, kept_y, total = [], [], 0
+    for index, (X, y) in enumerate(rows):
+        mask = held_out_mask(X.shape[0], index, share, seed, X.device)
+        kept_X.append(X[mask])
+        kept_y.append(y[mask])
+        total += int(mask.sum())
+        if total >= count:
+            break
+    X_val, y_val = torch.cat(kept_X)[:count], torch.cat(kept_y)[:count]
+    return (X_val, y_val) if X_val.shape[0] else None
+
+
+def streamed_batches(rows: StreamedRows, generator: torch.Generator, batch_size: int, share: float, seed: int,
+                     hold_out: bool) -> Iterator[Batch]:
+    """Endless minibatches of a chunk source: each pass reads the chunks in order and shuffles within a chunk; with
+    ``hold_out`` the rows :func:`held_out_mask` holds out are skipped (remainders are carried to the next chunk)."""
+    while True:
+        carry_X, carry_y = None, None
+        for index, (X, y) in enumerate(rows):
+            if hold_out:
+                keep = ~held_out_mask(X.shape[0], index, share, seed, X.device)
+                X, y = X[keep], y[keep]
+            if carry_X is not None:
+                X, y = torch.cat([carry_X, X]), torch.cat([carry_y, y])
+            order = torch.randperm(X.shape[0], generator=generator).to(X.device)
+            X, y = X[order], y[order]
+            full = (X.shape[0] // batch_size) * batch_size
+            for first in range(0, full, batch_size):
+                yield X[first:first + batch_size], y[first:first + batch_size]
+            carry_X, carry_y = X[full:], y[full:]
+        if carry_X is not None and carry_X.shape[0]:
+            yield carry_X, carry_y
