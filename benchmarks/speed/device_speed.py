@@ -60,15 +60,16 @@ def _timed_fit(model: Any, X: Any, y: Any, device: str) -> float:
     return time.perf_counter() - start
 
 
-def _airline(args: argparse.Namespace, rows: int, test_rows: int) -> tuple[np.ndarray, ...]:
+#: the airline rows of the workloads, loaded once per (training rows, test rows)
+_AIRLINE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+
+
+def _airline(rows: int, test_rows: int) -> tuple[np.ndarray, ...]:
     key = (rows, test_rows)
     if key not in _AIRLINE:
         Xtr, ytr, Xte, yte = airline_split(rows)
         _AIRLINE[key] = (Xtr, ytr, Xte[:test_rows], yte[:test_rows])
     return _AIRLINE[key]
-
-
-_AIRLINE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
 
 
 def _standardised_mse(model: Any, X_test: np.ndarray, y_test: np.ndarray, y_train: np.ndarray) -> float:
@@ -119,7 +120,7 @@ def _run_workload(name: str, device: str, args: argparse.Namespace) -> dict:
                 "timed": "filter", "accuracy": f"test accuracy {accuracy:.4f}"}
     n_train = 10_000 if quick else args.n_train
     if name == "airline_tt":
-        Xtr, ytr, Xte, yte = _airline(args, n_train, args.test_rows)
+        Xtr, ytr, Xte, yte = _airline(n_train, args.test_rows)
         model = tnbayes.TTKalmanGP(max_num_basis=4, max_rank=5, max_rows=args.tt_rows, device=device)
         seconds = _timed_fit(model, Xtr, ytr, device)
         return {"rows": model.rows_used_, "seconds": seconds, "per_row": model.seconds_per_row_, "timed": "filter",
@@ -134,7 +135,7 @@ def _run_workload(name: str, device: str, args: argparse.Namespace) -> dict:
                           1024 if quick else args.exact_rows),
     }
     build, rows = builders[name]
-    Xtr, ytr, Xte, yte = _airline(args, rows, args.test_rows)
+    Xtr, ytr, Xte, yte = _airline(rows, args.test_rows)
     model = build()
     seconds = _timed_fit(model, Xtr, ytr, device)
     return {"rows": rows, "seconds": seconds, "per_row": seconds / rows, "timed": "whole fit",

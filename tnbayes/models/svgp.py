@@ -199,8 +199,8 @@ class SVGP(BaseModel):
     Notes
     -----
     When the inducing inputs are every distinct training input (with ``num_inducing="auto"``: at most
-    :data:`EXACT_INDUCING_ROWS` of them, with full batches), the pilot's ML-II saw every row, steps take full batches, ``max_iter="auto"`` and
-    ``natural_gradient=True``, the ELBO is tight (Titsias 2009) and its optimum is the exact GP's at the pilot's
+    :data:`EXACT_INDUCING_ROWS` of them, with full batches), the pilot's ML-II saw every row, steps take full
+    batches, ``max_iter="auto"`` and ``natural_gradient=True``, the ELBO is tight (Titsias 2009) and its optimum is the exact GP's at the pilot's
     hyper-parameters: the fit then sets q there with one natural-gradient step of size 1 and takes no further steps
     (``stop_reason_ == "exact_optimum"``). Pass ``max_iter`` to optimise by steps anyway.
     """
@@ -285,10 +285,10 @@ class SVGP(BaseModel):
         # the seed is set for this fit alone: the global CPU (and, on CUDA, the device's) generator is restored after
         with torch.random.fork_rng(devices=[self.device_] if self.device_.type == "cuda" else []):
             torch.manual_seed(int(self.seed))
-            exact_plan = (full_batch and self.num_inducing == "auto"
-                          and torch.unique(pool_X, dim=0).shape[0] <= EXACT_INDUCING_ROWS)
+            distinct = torch.unique(pool_X, dim=0)
+            exact_plan = full_batch and self.num_inducing == "auto" and distinct.shape[0] <= EXACT_INDUCING_ROWS
             start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
-            inducing, how = self._initial_inducing(pool_X, generator, every_input=exact_plan)
+            inducing, how = self._initial_inducing(distinct, generator, every_input=exact_plan)
             exact = (full_batch and start["saw_every_row"] and how.startswith("all") and self.max_iter == "auto"
                      and bool(self.natural_gradient))
             self._report(f"{inducing.shape[0]} inducing points, {how}.")
@@ -344,11 +344,10 @@ class SVGP(BaseModel):
                 "mean": float(y.mean()),
                 "saw_every_row": estimate.num_points + estimate.num_duplicates == X.shape[0]}
 
-    def _initial_inducing(self, X: torch.Tensor, generator: torch.Generator, *,
+    def _initial_inducing(self, distinct: torch.Tensor, generator: torch.Generator, *,
                           every_input: bool = False) -> tuple[torch.Tensor, str]:
-        """Inducing inputs of shape (m, D) and a phrase saying how they were chosen (every distinct input with
-        ``every_input``)."""
-        distinct = torch.unique(X, dim=0)
+        """Inducing inputs of shape (m, D), chosen among the ``distinct`` training inputs (all of them with
+        ``every_input``), and a phrase saying how they were chosen."""
         if every_input:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (at most {EXACT_INDUCING_ROWS} with "
                               "full batches: the variational posterior is then the exact GP's)")
@@ -360,9 +359,9 @@ class SVGP(BaseModel):
                               f"more than there are)")
         reason = ("the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
         if distinct.shape[0] > KMEANS_POINTS:
-            distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(X.device)]
+            distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(distinct.device)]
         if self.inducing_init == "subsample":
-            rows = torch.randperm(distinct.shape[0], generator=generator)[:wanted].to(X.device)
+            rows = torch.randperm(distinct.shape[0], generator=generator)[:wanted].to(distinct.device)
             return distinct[rows], f"a random subsample of the training inputs ({reason})"
         from sklearn.cluster import KMeans
 
@@ -370,7 +369,7 @@ class SVGP(BaseModel):
             warnings.simplefilter("ignore")  # fewer distinct clusters than asked: the duplicates are dropped below
             centres = KMeans(n_clusters=wanted, n_init=1, max_iter=100, random_state=int(self.seed)).fit(
                 distinct.detach().cpu().double().numpy()).cluster_centers_
-        centres = torch.unique(torch.as_tensor(centres, dtype=X.dtype, device=X.device), dim=0)
+        centres = torch.unique(torch.as_tensor(centres, dtype=distinct.dtype, device=distinct.device), dim=0)
         return centres, f"k-means centres of {distinct.shape[0]} training inputs ({reason})"
 
     def _build(self, inducing: torch.Tensor, prior_inputs: torch.Tensor,
