@@ -14,6 +14,7 @@ original units; mean ± standard error over splits.
     python -m benchmarks tt_kalman_uci --resume                 # keep the stored splits, fit the missing ones
     python -m benchmarks tt_kalman_uci --datasets concrete --splits 0:2 --tt-settings 10,8 20,8 10,12 \
         --variant rank_vs_basis_concrete                        # the rank cap against the basis size
+    python -m benchmarks tt_kalman_uci --models tt --variant smoothing   # TTKalmanGP() only (ALS smoothing)
 """
 
 from __future__ import annotations
@@ -78,11 +79,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="keep the splits already in results/tt_kalman_uci/tt_kalman_uci[_<variant>]_runs.csv and "
                              "fit only the missing ones")
+    parser.add_argument("--models", nargs="+", choices=["tt", "hilbert"], default=["tt", "hilbert"],
+                        help="fit TTKalmanGP() ('tt') and/or additive HilbertGP ('hilbert'); default both")
     parser.add_argument("--tt-settings", nargs="+", default=None, metavar="RANK,M",
                         help="instead of TTKalmanGP() and HilbertGP: one TTKalmanGP(max_rank=RANK, max_num_basis=M, "
                              "time_budget=None) per pair (how much of the gap is the rank cap, how much M)")
     args = parser.parse_args(argv)
-    models = {"TTKalmanGP": TTKalmanGP(), "HilbertGP (additive)": HilbertGP(structure="additive")}
+    models = {label: model for key, (label, model) in
+              {"tt": ("TTKalmanGP", TTKalmanGP()), "hilbert": ("HilbertGP (additive)", HilbertGP(structure="additive"))
+               }.items() if key in args.models}
     if args.tt_settings:
         pairs = [tuple(int(v) for v in pair.split(",")) for pair in args.tt_settings]
         models = {f"TTKalmanGP (rank ≤ {rank}, M ≤ {M})": TTKalmanGP(max_rank=rank, max_num_basis=M, time_budget=None)

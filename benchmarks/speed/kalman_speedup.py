@@ -26,6 +26,7 @@ test rows (target: both filters faster than ExactGP, coverage in [0.90, 0.98]).
 
     python -m benchmarks kalman_speedup                              # all three, about 30 minutes
     python -m benchmarks kalman_speedup --workloads sinc --before-rows 256 --quick
+    python -m benchmarks kalman_speedup --workloads --defaults-models TTKalmanGP ExactGP --variant smoothing
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def _run(tree: Path, workload: str, rows: int | None, quick: bool) -> dict:
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks kalman_speedup")
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS,
+                        help="before/after workloads (none: only the no-argument comparison)")
     parser.add_argument("--before", default="00b465b", help="git commit of the row-by-row filters")
     parser.add_argument("--before-rows", type=int, nargs="+", default=[512, 512, 4096],
                         help="rows the before filter streams, per workload (in the order of --workloads)")
@@ -142,6 +144,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--variant", default=None, help="write results/kalman_speedup/kalman_speedup_<variant>.md")
     parser.add_argument("--defaults-rows", type=int, default=4096,
                         help="rows of the no-argument comparison with ExactGP (0: skip it)")
+    parser.add_argument("--defaults-models", nargs="+", default=["TNKF", "TTKalmanGP", "ExactGP"],
+                        choices=["TNKF", "TTKalmanGP", "ExactGP"], help="models of the no-argument comparison")
     args = parser.parse_args(argv)
     before_rows = dict(zip(args.workloads, args.before_rows + args.before_rows[-1:] * len(args.workloads)))
     lines = ["| workload | filter | rows timed | s per row | rows per s | speed-up vs before (same rows) | accuracy |",
@@ -176,7 +180,7 @@ def main(argv: list[str]) -> int:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
     defaults = ["| model (no arguments) | rows | fit s (all of it) | RMSE | 95% coverage | NLPD |", "|---|---|---|---|---|---|"]
-    for name in ("TNKF", "TTKalmanGP", "ExactGP") if args.defaults_rows else ():
+    for name in args.defaults_models if args.defaults_rows else ():
         result = _run(ROOT, f"default:{name}", args.defaults_rows, args.quick)
         defaults.append(f"| {name}() | {args.defaults_rows} | {result['fit_seconds']:.1f} | {result['rmse']:.2f} | "
                         f"{result['coverage_95']:.3f} | {result['nlpd']:.3f} |")

@@ -69,7 +69,7 @@ def test_rank_capped_filter_approaches_the_dense_posterior():
         exact = tnbayes.HilbertGP(structure="product", **_fixed(4, 4)).fit(X, y).posterior(Xq, observation_noise=False)
         errors, ratios = {}, {}
         for rank in (4, 24):
-            capped = tnbayes.TTKalmanGP(max_rank=rank, tol=1e-8, **_fixed(4, 4)).fit(X, y)
+            capped = tnbayes.TTKalmanGP(max_rank=rank, tol=1e-8, smoothing="none", **_fixed(4, 4)).fit(X, y)
             assert max(r for _, r in capped.rank_history_) <= rank
             post = capped.posterior(Xq, observation_noise=False)
             errors[rank] = float((post.mean - exact.mean).abs().max())
@@ -79,6 +79,68 @@ def test_rank_capped_filter_approaches_the_dense_posterior():
     assert 0.75 < float(ratios[24].min()) and float(ratios[24].max()) < 1.5
     worst = {rank: float(ratios[rank].log().abs().max()) for rank in ratios}
     assert worst[24] < worst[4]
+
+
+def test_smoothing_moves_a_capped_filter_to_the_dense_posterior():
+    """Rank caps 4 and 8 on D = 4, M = 4 (full rank 16): ALS smoothing brings the mean closer to the dense posterior
+    mean than the filter ends (measured RMS error: 0.065 → 0.039 at rank 4, 0.038 → 0.0071 at rank 8), and at rank 8
+    the Laplace variance is closer to the dense variance than the capped filter's (mean |log ratio| 0.22 → 0.16;
+    at rank 4 it is too small in places: ratios 0.18–1.2, the filter's 0.88–4.2)."""
+    X, y = _data(200, 4)
+    Xq = np.random.default_rng(4).uniform(-1, 1, (100, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        exact = tnbayes.HilbertGP(structure="product", **_fixed(4, 4)).fit(X, y).posterior(Xq, observation_noise=False)
+        fits = {(rank, smoothing): tnbayes.TTKalmanGP(max_rank=rank, smoothing=smoothing, **_fixed(4, 4)).fit(X, y)
+                for rank in (4, 8) for smoothing in ("none", "als")}
+    errors, log_ratios = {}, {}
+    for (rank, smoothing), fit in fits.items():
+        if smoothing == "none":
+            assert fit.smoothing_sweeps_ == 0 and fit.smoothing_laplace_ is None
+        else:
+            assert fit.smoothing_sweeps_ >= 1 and fit.smoothing_laplace_ is not None
+            history = fit.smoothing_history_
+            assert all(b <= a * (1 + 1e-10) for a, b in zip(history, history[1:]))
+            assert max(fit.posterior_mean_tt_.ranks) <= rank
+        post = fit.posterior(Xq, observation_noise=False)
+        errors[rank, smoothing] = float((post.mean - exact.mean).square().mean().sqrt())
+        log_ratios[rank, smoothing] = float((post.variance / exact.variance).log().abs().mean())
+    assert errors[4, "als"] < 0.8 * errors[4, "none"]
+    assert errors[8, "als"] < 0.5 * errors[8, "none"]
+    assert log_ratios[8, "als"] < log_ratios[8, "none"]
+
+
+@pytest.mark.parametrize("kwargs", [dict(tol=0.0, max_rank=None), dict(max_rank=10), dict(forgetting_factor=0.99)])
+def test_smoothing_is_skipped_where_it_does_not_apply(kwargs):
+    """Without a cap below the full TT rank (D = 3, M = 5: full rank 5) the filter is exact; with forgetting it
+    tracks a drifting state: no smoothing, the filter's posterior."""
+    X, y = _data(80, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        model = tnbayes.TTKalmanGP(**{**_fixed(3, 5), **kwargs}).fit(X, y)
+    assert model.smoothing_sweeps_ == 0 and model.smoothing_laplace_ is None and model.smoothing_history_ == []
+
+
+def test_smoothed_model_saves_loads_and_conditions(tmp_path):
+    X, y = _data(120, 3)
+    Xq = np.random.default_rng(6).uniform(-0.9, 0.9, (25, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        model = tnbayes.TTKalmanGP(max_rank=2, **_fixed(3, 4)).fit(X, y)
+    assert model.smoothing_laplace_ is not None
+    model.save(tmp_path / "smoothed.tnb")
+    loaded = tnbayes.TTKalmanGP.load(tmp_path / "smoothed.tnb")
+    a, b = model.posterior(Xq), loaded.posterior(Xq)
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
+    for mine, theirs in zip(model.smoothing_laplace_.factors, loaded.smoothing_laplace_.factors):
+        assert torch.equal(mine, theirs)
+    full = model.posterior(Xq[:6], full_covariance=True)
+    torch.testing.assert_close(full.covariance.diagonal(), a.variance[:6], rtol=1e-10, atol=1e-12)
+    # conditioning goes on from the smoothed mean with the filter's covariance
+    conditioned = model.condition_on_observations(X[:10], y[:10])
+    assert conditioned.smoothing_laplace_ is None and model.smoothing_laplace_ is not None
+    post = conditioned.posterior(Xq)
+    assert torch.isfinite(post.mean).all() and (post.variance > 0).all()
 
 
 def test_defaults_are_calibrated_next_to_exact_gp():
@@ -108,7 +170,8 @@ def test_forgetting_and_early_stopping():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"forgetting_factor": 0.0}, "forgetting_factor"), ({"batch_size": 0}, "batch_size"), ({"tol": -1.0}, "tol"),
-    ({"max_rank": 0}, "max_rank"), ({"kernel": "periodic"}, "kernel"),
+    ({"max_rank": 0}, "max_rank"), ({"kernel": "periodic"}, "kernel"), ({"smoothing": "kalman"}, "smoothing"),
+    ({"max_sweeps": 0}, "max_sweeps"), ({"sweep_tol": -1.0}, "sweep_tol"),
 ])
 def test_bad_parameters(kwargs, match):
     X, y = _data(30, 2)

@@ -1,5 +1,5 @@
-"""Inference engines (the *inference* axis): ALS for CPD weights, Laplace-type variances around the MAP, Kalman filters in TT form
-and the cost models that fit them into a time budget."""
+"""Inference engines (the *inference* axis): ALS for CPD weights and for TT weights, Laplace-type variances around the
+MAP, Kalman filters in TT form and the cost models that fit them into a time budget."""
 
 from tnbayes._deprecation import moved_names_getattr as _moved_names_getattr
 
@@ -16,6 +16,7 @@ from .kalman import (
 from .laplace import conditional_core_variance, summed_core_variances
 from .proximal_adam import TrainingLog, train_block_proximal_adam
 from .spd import CoreSystem, solve_spd
+from .tt_als import TTALS, TTLaplace
 from .weight_space import (
     BayesianRidgePosterior,
     WeightSpaceStatistics,
@@ -43,6 +44,8 @@ __all__ = [
     "kalman_batch_update",
     "plan_within_budget",
     "solve_spd",
+    "TTALS",
+    "TTLaplace",
     "BayesianRidgePosterior",
     "WeightSpaceStatistics",
     "accumulate_statistics",

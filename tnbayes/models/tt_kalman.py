@@ -14,6 +14,10 @@ The posterior over the M^D weights is computed by the batch square-root Kalman f
 :mod:`tnbayes.inference.kalman.tt_batch` (the formulas are in its module docstring): the mean m a TT-vector, the
 covariance root L = L₀ − C with L₀ the exact rank-1 prior root and C a rounded TT-matrix. Predictions contract φ(x)
 with the TT objects: mean c + φᵀm, variance ‖Lᵀφ‖² — never an M^D dense matrix.
+
+A rank cap loses what each rounding drops, in the order the rows came; ``smoothing="als"`` (default) then sweeps the
+mean to the MAP among TTs of its ranks (:mod:`tnbayes.inference.tt_als`) and predicts with the Laplace variance
+around it (the capped filter's covariance is wider than the posterior's: what it cannot represent stays prior).
 """
 
 from __future__ import annotations
@@ -39,12 +43,16 @@ from tnbayes.inference.budget import (
     filter_budget,
     given_max_rows,
     plan_within_budget,
+    SMOOTHING_BUDGET_SHARE,
+    TT_SMOOTHING_PLANNED_SWEEPS,
     single_torch_thread,
     tt_kalman_seconds_per_row,
+    tt_smoothing_seconds_per_row,
 )
 from tnbayes.inference.kalman import TTBatchKalmanFilter, kalman_batch_update
 from tnbayes.models._kalman_common import KalmanModelMixin
 from tnbayes.models._tt_kalman_basis import TTKalmanBasisMixin, check_basis, make_feature_map
+from tnbayes.models._tt_smoothing import TTSmoothingMixin
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
@@ -52,10 +60,15 @@ from tnbayes.selection.input_box import check_out_of_box_policy
 from tnbayes.tensors import has_tt_state, tt_from_state, tt_gram, tt_state
 
 #: ``kalman_batch_update`` moved to :mod:`tnbayes.inference.kalman`; importing it from here keeps working
-__all__ = ["TTKalmanGP", "kalman_batch_update"]
+__all__ = ["SMOOTHING_METHODS", "TTKalmanGP", "kalman_batch_update"]
+
+#: the values of ``smoothing``: ALS to the MAP among TTs of the filter's ranks with a Laplace variance, or none
+SMOOTHING_METHODS = ("als", "none")
 
 
-class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
+
+
+class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
     """Bayesian regression over all M^D tensor-product basis weights, by a square-root tensor-train Kalman filter.
 
     ``TTKalmanGP().fit(X, y)`` standardises X and y, estimates the kernel hyper-parameters (ARD lengthscales,
@@ -108,6 +121,21 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         the accuracy.
     forgetting_factor : float
         λ ∈ (0, 1]: the covariance is divided by λ before each batch (1: no forgetting, the exact posterior).
+    smoothing : {"als", "none"}
+        ``"als"`` (default): after the filter, ALS sweeps move its mean to the MAP of the same Gaussian model among
+        TTs of the mean's ranks, over every training row (a fraction of the filter's cost per row: where a budget
+        limits the rows, the filter streams fewer and the smoothing sweeps all, or as many as
+        :data:`~tnbayes.inference.budget.SMOOTHING_BUDGET_SHARE` of the budget allows), and the predictive
+        variance is the Laplace variance around it (see :mod:`tnbayes.inference.tt_als`; the filter's covariance root stays in
+        ``posterior_cov_sqrt_tt_``). Skipped with a ``forgetting_factor`` below 1 (the filter then tracks a
+        drifting state that a static MAP does not describe) and without a rank cap below the largest TT rank (the
+        filter is then exact up to ``tol``). ``"none"``: the filter's mean and covariance.
+    max_sweeps : int
+        Most ALS sweeps of the smoothing (a sweep solves every core left to right, then right to left).
+    sweep_tol : float
+        The smoothing stops when a sweep changes its objective by less than this fraction. With ``time_budget``
+        it also stops before a sweep that would end past the budget, after the
+        :data:`~tnbayes.inference.budget.TT_SMOOTHING_PLANNED_SWEEPS` sweeps the budget's plan includes.
     early_stopping_tol : float, optional
         Stop filtering once a batch lowers tr(P) by less than this fraction of the reduction achieved by all
         batches so far, ``patience`` batches in a row (the posterior then conditions on the rows seen so far;
@@ -132,7 +160,10 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With or without
         a budget the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
-        ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
+        With smoothing, ``"held_out"`` (default; rows in memory) refits the smoothing without a seeded 20% of its
+        rows and sets the predictive σ² — the scale of the noise and of the Laplace variance, σ²(1 + q) — from
+        their errors (as the CPD models do), never below the marginal-likelihood σ²; ``"training"`` or a chunk source keeps the marginal-likelihood σ².
+        Without smoothing, ``"held_out"``: the last 20% of the rows the filter processes are first predicted from the
         state before them (a prequential hold-out that costs no refit and loses no row), and the predictive
         noise is the marginal-likelihood σ² plus the extra variance their errors call for
         (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): a truncated filter or a small M
@@ -156,7 +187,18 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
     posterior_mean_tt_ : TTVector with modes (M, …, M)
         Posterior mean of the weights v.
     posterior_cov_sqrt_tt_ : TTMatrix
-        L with P = L Lᵀ (the posterior covariance of v).
+        The filter's L with P = L Lᵀ (its posterior covariance of v; with smoothing the predictions use
+        ``smoothing_laplace_`` instead).
+    smoothing_laplace_ : TTLaplace or None
+        The smoothed mean's TT in whitened weights (both gauges) and its Laplace variance factors (None: no
+        smoothing).
+    smoothing_history_ : list of float
+        The smoothing's objective ‖y − Φv‖² + σ² vᵀP₀⁻¹v (standardised scale) after every core update; empty
+        without smoothing.
+    smoothing_sweeps_ : int
+        ALS sweeps the smoothing ran (0: none).
+    smoothing_converged_ : bool
+        Whether ``sweep_tol`` ended the smoothing.
     prior_root_ : torch.Tensor of shape (D, M)
         Diagonals of the factors of L₀ (the prior root, scaled by any forgetting).
     posterior_cov_correction_tt_ : TTMatrix or None
@@ -172,10 +214,11 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
     measurement_noise_ : float
         σ² of the filter's measurement model (given ``noise_variance``, else the marginal-likelihood estimate).
     noise_variance_ : float
-        σ² of the predictive distribution: ``measurement_noise_``, plus with ``noise_estimate="held_out"`` the extra
-        variance the filter's errors on its last rows call for.
+        σ² of the predictive distribution: ``measurement_noise_``, or with ``noise_estimate="held_out"`` the
+        held-out estimate (smoothing: the σ² of the refit's held-out rows, which also scales the Laplace variance;
+        no smoothing: ``measurement_noise_`` plus the extra variance the filter's errors on its last rows call for).
     held_out_noise_variance_ : float or None
-        ``measurement_noise_`` + that extra variance (None: not estimated).
+        That held-out estimate (None: not estimated).
     num_basis_ : int
     rank_history_ : list of tuple
         Largest TT rank of (mean, correction C) after every batch (the root is L₀ − C, rank + 1).
@@ -203,7 +246,7 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
 
     input_scaling = "standard"
     _transient_attributes = ("basis_", "posterior_mean_tt_", "posterior_cov_sqrt_tt_",
-                             "posterior_cov_correction_tt_")
+                             "posterior_cov_correction_tt_", "smoothing_laplace_")
     supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
     _renamed_parameters = {"forgetting": "forgetting_factor"}
     _budget_given_instead = "lengthscale, outputscale and noise_variance"
@@ -213,7 +256,8 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
                  c: float | list[float] | None = None, lengthscale: float | list[float] | None = None,
                  outputscale: float | None = None, noise_variance: float | None = None, mean_constant: float = 0.0,
                  batch_size: int | str = "auto", tol: float = 1e-8, max_rank: int | str | None = "auto",
-                 forgetting_factor: float = 1.0, early_stopping_tol: float | None = None, patience: int = 5,
+                 forgetting_factor: float = 1.0, smoothing: str = "als", max_sweeps: int = 10,
+                 sweep_tol: float = 1e-4, early_stopping_tol: float | None = None, patience: int = 5,
                  max_num_basis: int | str = "auto", max_rows: int | str | None = "auto",
                  time_budget: float | None = 60.0, noise_estimate: str = "held_out",
                  hyper_max_points: int = 1000, seed: int = 0, out_of_box: str = "clip", normalize_y: bool = True,
@@ -230,7 +274,11 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
             raise ValueError("lengthscale and c set the Hilbert basis; they do not apply to basis="
                              f"{self.basis!r} (its features have no lengthscale or box).")
         check_out_of_box_policy(self.out_of_box)
-        for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points", "max_rows"):
+        if self.smoothing not in SMOOTHING_METHODS:
+            raise ValueError(f"smoothing must be one of {SMOOTHING_METHODS}; got {self.smoothing!r}.")
+        if not math.isfinite(float(self.sweep_tol)) or self.sweep_tol < 0:
+            raise ValueError(f"sweep_tol must be a finite number >= 0; got {self.sweep_tol!r}.")
+        for name in ("batch_size", "patience", "max_num_basis", "hyper_max_points", "max_rows", "max_sweeps"):
             value = getattr(self, name)
             if (value == "auto" and name in ("batch_size", "max_num_basis", "max_rows")) or (
                     value is None and name == "max_rows"):
@@ -258,25 +306,10 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
 
     # ------------------------------------------------------------------ time budget
     def _plan_budget(self, rule_num_basis: int, num_dims: int, num_rows: int, fixed_num_basis: bool = False) -> int:
-        """M, rank cap, batch size and rows within ``time_budget``; sets ``budget_``, ``max_rank_`` and
-        ``batch_size_``, reports the choice and warns when over the budget.
-
-        Parameters
-        ----------
-        rule_num_basis : int
-            M asked for by the lengthscale rule.
-        num_dims : int
-            D.
-        num_rows : int
-            Training rows n.
-        fixed_num_basis : bool
-            M is ``rule_num_basis`` (a feature map's mode size), not chosen.
-
-        Returns
-        -------
-        int
-            M.
-        """
+        """M (returned), rank cap, batch size and rows within ``time_budget`` (filter and smoothing) for D =
+        ``num_dims`` and ``num_rows`` rows, M from the lengthscale rule (``rule_num_basis``; a feature map's mode size
+        when ``fixed_num_basis``); sets ``budget_``, ``max_rank_`` and ``batch_size_``, reports the choice and warns
+        when over the budget."""
         budgeted = self.time_budget is not None
         chosen = [name for name in ("max_rank", "batch_size") if getattr(self, name) == "auto"] if budgeted else []
         if fixed_num_basis or self.num_basis is not None:
@@ -302,11 +335,23 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
             return tt_kalman_seconds_per_row(num_dims, candidate["num_basis"], candidate["max_rank"],
                                              candidate["batch_size"])
 
+        # the smoothing sweeps every row at a fraction of the filter's cost per row: its seconds (for the first,
+        # largest candidate; at most a share of the budget, then over fewer rows) are kept from the filter's budget
         budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given")
-        plan = plan_within_budget(candidates, seconds_per_row, num_rows, budget,
+        smoothing_cost = tt_smoothing_seconds_per_row(num_dims, sizes[0], ranks[0]) \
+            if self._smooths(num_dims, sizes[0], ranks[0]) else 0.0
+        reserve = num_rows * smoothing_cost if budget is None else min(num_rows * smoothing_cost,
+                                                                       SMOOTHING_BUDGET_SHARE * budget)
+        plan = plan_within_budget(candidates, seconds_per_row, num_rows, None if budget is None else budget - reserve,
                                   max_rows=given_max_rows(self.max_rows, num_rows), chosen=chosen)
         self.max_rank_, self.batch_size_ = plan.settings["max_rank"], int(plan.settings["batch_size"])
-        self._store_plan(plan, stacklevel=5, rule_num_basis=int(rule_num_basis))
+        smoothing_rows = num_rows if smoothing_cost == 0 or reserve >= num_rows * smoothing_cost else \
+            min(num_rows, max(plan.rows, int(reserve // smoothing_cost)))
+        self._store_plan(plan, stacklevel=5, rule_num_basis=int(rule_num_basis), smoothing_rows=smoothing_rows,
+                         smoothing_predicted_seconds=smoothing_rows * smoothing_cost)
+        if smoothing_cost:
+            self._report(f"smoothing planned over {smoothing_rows} rows, {TT_SMOOTHING_PLANNED_SWEEPS} sweeps, "
+                         f"predicted {smoothing_rows * smoothing_cost:.1f} s (kept from the filter's budget).")
         return int(plan.settings["num_basis"])
 
     def _budget_settings_text(self, settings: Mapping[str, Any]) -> str:
@@ -344,7 +389,8 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         quiet, used = 0, 0
         stopped = False
         rows_to_use = num_rows if self.budget_["rows"] is None else min(num_rows, int(self.budget_["rows"]))
-        held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out"
+        smooths = self._smooths(*kalman.prior_root.shape, self.max_rank_)
+        held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out" and not smooths
                                                          and self.noise_variance is None) else None
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
@@ -375,9 +421,12 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         self.history_ = list(self.trace_history_)
         self.n_iter_ = len(self.history_)
         self.converged_ = bool(stopped)
-        self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
         self._set_posterior(kalman)
+        smoothed_noise = self._smooth(X, y, int(self.budget_["smoothing_rows"]), fit_start, smooths)
+        self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
         self._store_noise(held_out)
+        if smoothed_noise is not None:
+            self.held_out_noise_variance_ = self.noise_variance_ = smoothed_noise
 
     def _set_posterior(self, kalman: TTBatchKalmanFilter) -> None:
         """Store the filter's state: m, L₀'s diagonals (K, M), C, and the root L = L₀ − C."""
@@ -393,7 +442,9 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         lengthscales, σ_f², measurement noise σ², mean constant, rounding (``tol``, ``max_rank_``) and
         ``forgetting_factor``; no hyper-parameter is re-estimated and the predictive ``noise_variance_`` is kept.
         Without truncation (``tol=0``, ``max_rank=None``) the result is the exact posterior of the basis on the old
-        and new rows together; with truncation it is what streaming the new rows after the old ones gives.
+        and new rows together; with truncation it is what streaming the new rows after the old ones gives. A
+        smoothed fit goes on from its smoothed mean and the filter's covariance, and the copy predicts with the
+        filter's covariance (the Laplace variance belongs to the old rows; refit to smooth over all rows).
 
         Parameters
         ----------
@@ -424,18 +475,20 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
                 ranks.append((max(kalman.mean.ranks), max(kalman.correction.ranks)))
         conditioned = copy.deepcopy(self)
         conditioned._set_posterior(kalman)
+        conditioned.smoothing_laplace_ = None  # the Laplace factors describe the old rows: filter covariance
         conditioned.trace_history_, conditioned.rank_history_ = history, ranks
         conditioned.history_ = list(history)
         conditioned.n_iter_ = len(history)
         conditioned.n_conditioned_rows_ = int(getattr(self, "n_conditioned_rows_", 0)) + int(Xs.shape[0])
         return conditioned
 
-    def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, limit: int | None = None):
+    def _batches(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, limit: int | None = None,
+                 batch_rows: int | None = None):
         """Mini-batches ``(X_b (B, D), y_b (B,))`` in float64, in a random order: a permutation of all rows for
         tensors, of the rows of each chunk (chunk after chunk, one pass) for a streamed source; at most ``limit``
-        rows in all."""
+        rows in all; B = ``batch_rows`` (default ``batch_size_``). The same rows, in the same order, every call."""
         generator = torch.Generator().manual_seed(int(self.seed))
-        B = int(self.batch_size_)
+        B = int(self.batch_size_ if batch_rows is None else batch_rows)
         left = math.inf if limit is None else int(limit)
         chunks = X if isinstance(X, StreamedRows) else [(X, y)]
         for chunk_X, chunk_y in chunks:
@@ -452,18 +505,23 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         out_dtype = X.dtype
         X = X.to(torch.float64)
+        laplace = getattr(self, "smoothing_laplace_", None)
         means, variances, transposed = [], [], []
         for chunk in torch.split(X, 4096):
             phi = self._features(chunk)
             means.append(self.mean_constant_ + self.posterior_mean_tt_.dot_rank_one(phi))
             if full_covariance:
                 transposed.append(phi)
+            elif laplace is not None:
+                variances.append(laplace.variance(phi * self.prior_root_[:, None, :], self.noise_variance_))
             else:
                 variances.append(self.posterior_cov_sqrt_tt_.transpose_matvec_norms_squared_rank_one(phi))
         mean = torch.cat(means).to(out_dtype)
         if not full_covariance:
             return mean, torch.cat(variances).to(out_dtype)
         phi = torch.cat(transposed, dim=1)
+        if laplace is not None:
+            return mean, laplace.covariance(phi * self.prior_root_[:, None, :], self.noise_variance_).to(out_dtype)
         vectors = [self.posterior_cov_sqrt_tt_.transpose_matvec_rank_one(phi[:, i]) for i in range(phi.shape[1])]
         return mean, tt_gram(vectors).to(out_dtype)
 
@@ -482,6 +540,7 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         state.update(tt_state(self.posterior_cov_sqrt_tt_, "root"))
         if self.posterior_cov_correction_tt_ is not None:
             state.update(tt_state(self.posterior_cov_correction_tt_, "correction"))
+        state.update(self._smoothing_state())
         return state
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
@@ -495,6 +554,7 @@ class TTKalmanGP(TTKalmanBasisMixin, KalmanModelMixin, BaseModel):
         self.posterior_cov_sqrt_tt_ = tt_from_state(extra, "root", "matrix")
         self.posterior_cov_correction_tt_ = (tt_from_state(extra, "correction", "matrix")
                                              if has_tt_state(extra, "correction") else None)
+        self._load_smoothing(extra)
 
 
 register_model("tt_kalman_gp", TTKalmanGP)
