@@ -87,10 +87,11 @@ class TTSmoothingMixin:
         self._report(f"smoothing: ALS over {rows} rows, objective {self.smoothing_history_[0]:.6g} → "
                      f"{self.smoothing_history_[-1]:.6g} in {engine.sweeps} sweep(s) "
                      f"({'converged' if engine.converged else 'not converged'}), "
-                     f"{time.perf_counter() - start:.1f} s; predictive variance: Laplace around the smoothed mean"
-                     + ("" if held_out_noise is None else
-                        f", scaled by σ² = {held_out_noise:.4g} from {split[1].numel()} held-out rows (a refit without "
-                        f"them; marginal likelihood {noise:.4g})") + ".")
+                     f"{time.perf_counter() - start:.1f} s; predictive variance: Laplace around the smoothed mean; "
+                     + (f"predictive noise variance σ² = {noise:.4g} (marginal likelihood)" if held_out_noise is None
+                        else f"predictive noise variance σ² = {held_out_noise:.4g} from {split[1].numel()} held-out "
+                             f"rows (a refit without them; marginal likelihood {noise:.4g}), which also scales the "
+                             "Laplace variance") + ".")
         return held_out_noise
 
     def _row_chunks(self, X: torch.Tensor, y: torch.Tensor):

@@ -236,8 +236,9 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         The rank cap and batch size the filter used (given or chosen by the budget).
     budget_ : dict
         What the time budget chose and why: ``time_budget``, ``filter_budget`` (the seconds the filter planned
-        with), ``settings`` (``max_rank``, ``num_basis``, ``batch_size``, ``max_rows``), ``chosen`` (those the
-        budget filled in), ``rule_num_basis`` (the lengthscale rule's M), ``rows``, ``num_rows``,
+        with, after ``smoothing_reserve``, the seconds kept for the smoothing), ``smoothing_rows``,
+        ``smoothing_predicted_seconds``, ``settings`` (``max_rank``, ``num_basis``, ``batch_size``,
+        ``max_rows``), ``chosen`` (those the budget filled in), ``rule_num_basis`` (the lengthscale rule's M), ``rows``, ``num_rows``,
         ``predicted_seconds_per_row``, ``predicted_seconds``, ``within_budget``, ``default_settings`` and
         ``default_seconds`` (the first candidate over every row), ``ladder`` (every candidate with its predicted
         seconds per row), and after the fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row``
@@ -348,6 +349,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         smoothing_rows = num_rows if smoothing_cost == 0 or reserve >= num_rows * smoothing_cost else \
             min(num_rows, max(plan.rows, int(reserve // smoothing_cost)))
         self._store_plan(plan, stacklevel=5, rule_num_basis=int(rule_num_basis), smoothing_rows=smoothing_rows,
+                         smoothing_reserve=reserve if budget is not None else 0.0,
                          smoothing_predicted_seconds=smoothing_rows * smoothing_cost)
         if smoothing_cost:
             self._report(f"smoothing planned over {smoothing_rows} rows, {TT_SMOOTHING_PLANNED_SWEEPS} sweeps, "
