@@ -85,9 +85,11 @@ def main(argv: list[str]) -> int:
                         help="instead of TTKalmanGP() and HilbertGP: one TTKalmanGP(max_rank=RANK, max_num_basis=M, "
                              "time_budget=None) per pair (how much of the gap is the rank cap, how much M)")
     args = parser.parse_args(argv)
-    models = {label: model for key, (label, model) in
-              {"tt": ("TTKalmanGP", TTKalmanGP()), "hilbert": ("HilbertGP (additive)", HilbertGP(structure="additive"))
-               }.items() if key in args.models}
+    models = {}
+    if "tt" in args.models:
+        models["TTKalmanGP"] = TTKalmanGP()
+    if "hilbert" in args.models:
+        models["HilbertGP (additive)"] = HilbertGP(structure="additive")
     if args.tt_settings:
         pairs = [tuple(int(v) for v in pair.split(",")) for pair in args.tt_settings]
         models = {f"TTKalmanGP (rank ≤ {rank}, M ≤ {M})": TTKalmanGP(max_rank=rank, max_num_basis=M, time_budget=None)

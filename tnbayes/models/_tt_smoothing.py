@@ -57,27 +57,17 @@ class TTSmoothingMixin:
         cores = [core / root[k].view(1, -1, 1) for k, core in enumerate(self.posterior_mean_tt_.cores)]
         deadline = None if self.time_budget is None else fit_start + float(self.time_budget)
         planned = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
-        held_out_noise = None
         split = held_out_rows(rows, int(self.seed)) if (
             isinstance(X, torch.Tensor) and self.noise_estimate == "held_out" and self.noise_variance is None) else None
-        if split is None:
-            def chunks():
-                for batch_X, batch_y in self._batches(X, y, limit=rows, batch_rows=SMOOTHING_CHUNK_ROWS):
-                    yield self._features(batch_X), batch_y - self.mean_constant_
-        else:  # the rows of the training order, as the filter saw them
-            order = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(int(self.seed)))[:rows]
-            X_rows, y_rows = X.to(torch.float64)[order.to(X.device)], y.to(torch.float64)[order.to(y.device)]
-            fitted, held = (index.to(X.device) for index in split)
-            refit = TTALS(cores, root, noise, self._row_chunks(X_rows[fitted], y_rows[fitted])).run(
-                planned, float(self.sweep_tol), min_sweeps=planned)
-            laplace = refit.laplace()
-            psi = self._features(X_rows[held]) * root[:, None, :]
-            residuals = y_rows[held] - self.mean_constant_ - TTVector(laplace.right_cores).dot_rank_one(psi)
-            # never below the marginal-likelihood σ² (the estimate catches a model worse than the GP it borrowed σ²
-            # from; a few held-out rows would otherwise also shrink it by chance)
-            held_out_noise = max(noise, proportional_noise_estimate(residuals, laplace.variance(psi, 1.0)))
-            cores = refit.cores
-            chunks = self._row_chunks(X_rows, y_rows)
+
+        def chunks():  # the first `rows` rows of the training order, as the filter saw them
+            for batch_X, batch_y in self._batches(X, y, limit=rows, batch_rows=SMOOTHING_CHUNK_ROWS):
+                yield self._features(batch_X), batch_y - self.mean_constant_
+
+        held_out_noise = None
+        if split is not None:
+            cores, held_out_noise = self._held_out_refit(cores, *next(self._batches(X, y, limit=rows, batch_rows=rows)),
+                                                         split, planned)
         engine = TTALS(cores, root, noise, chunks).run(int(self.max_sweeps), float(self.sweep_tol), deadline=deadline,
                                                        min_sweeps=1 if split is not None else planned)
         self.smoothing_laplace_ = engine.laplace()
@@ -93,6 +83,21 @@ class TTSmoothingMixin:
                              f"rows (a refit without them; marginal likelihood {noise:.4g}), which also scales the "
                              "Laplace variance") + ".")
         return held_out_noise
+
+    def _held_out_refit(self, cores: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
+                        split: tuple[torch.Tensor, torch.Tensor], sweeps: int) -> tuple[list[torch.Tensor], float]:
+        """Smooth from ``cores`` over the ``split[0]`` rows of X (n, D), y (n,) for ``sweeps`` sweeps, predict the
+        ``split[1]`` rows; returns the refit's cores and σ² = max(marginal-likelihood σ², mean(r² / (1 + q)))."""
+        root, noise = self.prior_root_, self.measurement_noise_
+        fitted, held = (index.to(X.device) for index in split)
+        refit = TTALS(cores, root, noise, self._row_chunks(X[fitted], y[fitted])).run(
+            sweeps, float(self.sweep_tol), min_sweeps=sweeps)
+        laplace = refit.laplace()
+        psi = self._features(X[held]) * root[:, None, :]
+        residuals = y[held] - self.mean_constant_ - TTVector(laplace.right_cores).dot_rank_one(psi)
+        # never below the marginal-likelihood σ² (the estimate catches a model worse than the GP it borrowed σ²
+        # from; a few held-out rows would otherwise also shrink it by chance)
+        return refit.cores, max(noise, proportional_noise_estimate(residuals, laplace.variance(psi, 1.0)))
 
     def _row_chunks(self, X: torch.Tensor, y: torch.Tensor):
         """A callable yielding ``(φ (K, n, M), y − c (n,))`` chunks of scaled rows X (N, D), y (N,), in order."""
