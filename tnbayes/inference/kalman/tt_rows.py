@@ -26,6 +26,11 @@ update (the authors' code multiplies instead).
 
 (exact: ``L_new L_newᵀ = P − G S⁻¹ Gᵀ``), with one rounding of A, G, m and L per block instead of per row;
 the small einsum/QR/SVD calls per row that dominate the row update are shared by the B rows.
+
+Both updates round ``L`` in :meth:`TTKalmanFilter._round_root`: without a rank cap by forming ``L − G W Aᵀ``
+(B = 1: ``L − β g wᵀ``) and rounding it deterministically; with one, a block by a randomized sketch that never
+forms the outer products (their TT ranks are the product of the factors'), a row the same way only where those
+ranks make the formed sum much larger than the cap.
 """
 
 from __future__ import annotations
@@ -52,6 +57,16 @@ from tnbayes.tensors.tt_block import (
 from tnbayes.tensors.tt_rounding import truncation_rank
 
 __all__ = ["TTKalmanFilter", "covariance_from_root"]
+
+#: sketch ranks beyond the cap of the randomized rounding of the root in the *row* update (with 10, the default of
+#: ``randomized_round_sum`` and of the block update, TNKF() row by row lost NLPD on most sets of the defaults study;
+#: see docs/models/tnkf.md)
+ROW_SKETCH_OVERSAMPLING = 32
+#: the row update's ``L − β g wᵀ`` is rounded by a randomized sketch only when the formed sum's largest rank exceeds
+#: this multiple of the sketch's: below, forming and rounding it is cheaper and exact (a row-by-row sinc whose gain
+#: and innovation ranks stay small ran four times slower sketched); above, the deterministic rounding's O(r³) per
+#: core dominates (Adult's row update: formed rank 8 + 12·12)
+RANDOMIZED_ROUNDING_RATIO = 2
 
 
 def covariance_from_root(root: TTMatrix, tol: float = 0.0, max_rank: int | None = None) -> TTMatrix:
@@ -190,6 +205,13 @@ class TTKalmanFilter:
         -------
         float
             The innovation variance ``S = c_kᵀ P⁻ c_k + R``.
+
+        Notes
+        -----
+        ``L − β g wᵀ`` is rounded by :meth:`_round_root`, as the block update's root with B = 1: formed and
+        rounded deterministically, or — with a rank cap in the ``"covariance"`` rule, when the outer product's TT
+        ranks rank(g)·rank(w) make the formed sum much larger than the cap — by a randomized sketch that never
+        forms it, then rounded against the update's norm.
         """
         if row.shape != self.shape:
             raise ValueError(f"Measurement row has TT modes {row.shape}; the state has {self.shape}.")
@@ -202,8 +224,9 @@ class TTKalmanFilter:
             gain = self._round(self.covariance_sqrt.matvec(projected), "gain")  # g = L w = P c
             beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
             gain_norm = self._update_reference(gain)
-            self.covariance_sqrt = self._round(self.covariance_sqrt - gain.outer(projected) * beta, "covariance",
-                                               update_norm=beta * gain_norm * math.sqrt(innovation_variance - noise))
+            update_norm = None if self.round_relative_to != "update" else \
+                beta * gain_norm * math.sqrt(innovation_variance - noise)  # ‖β g wᵀ‖_F
+            self.covariance_sqrt = self._round_root(self.covariance_sqrt, gain, projected * beta, 1, update_norm)
         else:
             if self.forgetting_factor != 1.0:
                 self._covariance = self._covariance / self.forgetting_factor
@@ -309,12 +332,20 @@ class TTKalmanFilter:
 
     def _round_root(self, root: TTMatrix, gain: TTVector, mixed: TTVector, batch: int,
                     update_norm: float | None) -> TTMatrix:
-        """``round(L − G (A Wᵀ)ᵀ)`` with the covariance rule (randomized when it caps the rank)."""
+        """``round(L − G (A Wᵀ)ᵀ)`` with the covariance rule. Without a rank cap: formed and rounded
+        deterministically. With one: a block update (``batch`` > 1) sketches the sum without forming it
+        (:func:`~tnbayes.tensors.randomized_round_sum`); the row update (``batch`` = 1) does so, with
+        :data:`ROW_SKETCH_OVERSAMPLING`, only when the formed sum's ranks (r_L + r_g·r_w) exceed
+        :data:`RANDOMIZED_ROUNDING_RATIO` times the sketch's, and otherwise forms and rounds it."""
         rule = self.truncation["covariance"]
-        if rule.max_rank is None:
+        oversampling = 10 if batch > 1 else ROW_SKETCH_OVERSAMPLING
+        formed = max(r + g * a for r, g, a in zip(root.ranks, gain.ranks, mixed.ranks))
+        if rule.max_rank is None or (
+                batch == 1 and formed <= RANDOMIZED_ROUNDING_RATIO * (rule.max_rank + oversampling)):
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
         # relative to the update: sketch exactly, then round against the update's norm
         sketched = randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
-                                        tol=rule.tol if update_norm is None else 0.0, generator=self._generator)
+                                        tol=rule.tol if update_norm is None else 0.0, oversampling=oversampling,
+                                        generator=self._generator)
         return sketched if update_norm is None else sketched.round(rule.tol, rule.max_rank,
                                                                    reference_norm=update_norm)
