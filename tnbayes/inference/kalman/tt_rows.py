@@ -58,9 +58,10 @@ from tnbayes.tensors.tt_rounding import truncation_rank
 
 __all__ = ["TTKalmanFilter", "covariance_from_root"]
 
-#: sketch ranks beyond the cap of the randomized rounding of the root in the *row* update (with 10, the default of
-#: ``randomized_round_sum`` and of the block update, TNKF() row by row lost NLPD on most sets of the defaults study;
-#: see docs/models/tnkf.md)
+#: sketch ranks beyond the cap of the randomized rounding of the root in the block update
+BLOCK_SKETCH_OVERSAMPLING = 10
+#: the same in the *row* update (with the block update's, TNKF() row by row lost NLPD on most sets of the defaults
+#: study; see docs/models/tnkf.md)
 ROW_SKETCH_OVERSAMPLING = 32
 #: the row update's ``L − β g wᵀ`` is rounded by a randomized sketch only when the formed sum's largest rank exceeds
 #: this multiple of the sketch's: below, forming and rounding it is cheaper and exact (a row-by-row sinc whose gain
@@ -338,10 +339,12 @@ class TTKalmanFilter:
         :data:`ROW_SKETCH_OVERSAMPLING`, only when the formed sum's ranks (r_L + r_g·r_w) exceed
         :data:`RANDOMIZED_ROUNDING_RATIO` times the sketch's, and otherwise forms and rounds it."""
         rule = self.truncation["covariance"]
-        oversampling = 10 if batch > 1 else ROW_SKETCH_OVERSAMPLING
-        formed = max(r + g * a for r, g, a in zip(root.ranks, gain.ranks, mixed.ranks))
-        if rule.max_rank is None or (
-                batch == 1 and formed <= RANDOMIZED_ROUNDING_RATIO * (rule.max_rank + oversampling)):
+        row_update = batch == 1
+        oversampling = ROW_SKETCH_OVERSAMPLING if row_update else BLOCK_SKETCH_OVERSAMPLING
+        sketch = rule.max_rank is not None and (not row_update or max(
+            r + g * a for r, g, a in zip(root.ranks, gain.ranks, mixed.ranks))
+            > RANDOMIZED_ROUNDING_RATIO * (rule.max_rank + oversampling))
+        if not sketch:
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
         # relative to the update: sketch exactly, then round against the update's norm
         sketched = randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
