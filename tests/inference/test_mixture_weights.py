@@ -89,6 +89,33 @@ def test_l1_gives_exact_zeros_and_l2_closed_form():
     torch.testing.assert_close(ridge.weights, torch.linalg.solve(F.T @ F + 0.5 * torch.eye(6, dtype=F.dtype), F.T @ y))
 
 
+@pytest.mark.parametrize("nonnegative", [False, True])
+@pytest.mark.parametrize("gap", [1e-4, 1e-7])
+def test_l1_is_solved_exactly_on_ill_conditioned_grams(nonnegative, gap):
+    """Nearly duplicate families (as FL's periods give: condition numbers of 1e12 measured) leave FISTA far from
+    its tolerance after thousands of iterations; the homotopy meets the optimality conditions to round-off."""
+    F, y = _problem(5, n=200, P=8)
+    noise = torch.randn(200, 2, generator=torch.Generator().manual_seed(0), dtype=F.dtype)
+    F[:, 1] = F[:, 2] + gap * noise[:, 0]
+    F[:, 7] = F[:, 0] + gap * noise[:, 1]
+    beta = 1.0
+    sol = solve_mixture_weights(F, y, "l1", beta, nonnegative=nonnegative)
+    assert sol.iterations == 0  # no FISTA fallback
+    gram, rhs, yy = F.T @ F, F.T @ y, float(y @ y)
+    ref = torch.tensor(_reference(F, y, "l1", beta, nonnegative))
+    assert sol.objective <= mixture_weight_objective(gram, rhs, yy, ref, "l1", beta) + 1e-12 * yy
+    # the optimality conditions: b − Gλ = β sign(λ) on the support, |b − Gλ| ≤ β off it (≤ β only, with λ ≥ 0)
+    slack = rhs - gram @ sol.weights
+    support = sol.weights != 0
+    torch.testing.assert_close(slack[support], beta * torch.sign(sol.weights[support]), rtol=0, atol=1e-7)
+    off = slack[~support]
+    assert off.numel() == 0 or float(off.max()) <= beta * (1 + 1e-9)
+    if nonnegative:
+        assert float(sol.weights.min()) >= 0.0
+    elif off.numel():
+        assert float(off.min()) >= -beta * (1 + 1e-9)
+
+
 def test_solver_rejects_bad_arguments():
     F, y = _problem(0)
     with pytest.raises(ValueError, match="mixture_penalty"):

@@ -521,11 +521,20 @@ class CPDALS(InputGroupingMixin):
         rows = slice(0, X.shape[0]) if rows is None else rows
         if len(self.active_components) == self.features.num_components:
             return self._projections_for(rows, X).prod(0).sum(-1).transpose(0, 1)
-        out = []
-        for start in range(rows.start or 0, rows.stop, self.chunk_size):
-            part = X[start:min(rows.stop, start + self.chunk_size)]
-            out.append(mode_projections(self.features, self.factors, part, dtype=self.dtype).prod(0).sum(-1).T)
-        return torch.cat(out)
+        # the active components' projections come from the cache when it is kept; the skipped ones' are computed,
+        # for those components only
+        active = list(self.active_components)
+        skipped = [p for p in range(self.features.num_components) if p not in set(active)]
+        skipped_features = self.features.components(skipped)
+        first = rows.start or 0
+        out = torch.empty(rows.stop - first, self.features.num_components, dtype=self.dtype, device=self.device)
+        for start in range(first, rows.stop, self.chunk_size):
+            chunk = slice(start, min(rows.stop, start + self.chunk_size))
+            out[chunk.start - first:chunk.stop - first, active] = \
+                self._projections_for(chunk, X).prod(0).sum(-1).transpose(0, 1)
+            out[chunk.start - first:chunk.stop - first, skipped] = mode_projections(
+                skipped_features, self.factors, X[chunk], dtype=self.dtype).prod(0).sum(-1).transpose(0, 1)
+        return out
 
     def predict(self, X: torch.Tensor) -> torch.Tensor:
         """f(X) in chunks → shape (N',), complex for complex features."""

@@ -7,10 +7,15 @@ With the CPD weights fixed, FL's objective in λ is ::
 
 with β the ``mixture_penalty_strength`` and ``Reg`` the ``mixture_penalty``, one of
 
-- ``"l1"``: ‖λ‖₁ — FISTA (Beck & Teboulle 2009) with step 1/‖FᵀF‖₂, soft threshold βt and the standard momentum
-  sequence t_{k+1} = (1 + √(1 + 4t_k²))/2 (the reference code's momentum differs), restarted when it stops
-  descending (O'Donoghue & Candès 2015; nearly collinear families make FᵀF ill-conditioned), then polished:
-  the exact solution on the support and signs FISTA found, kept when it meets the optimality conditions;
+- ``"l1"``: ‖λ‖₁ — exactly, by the LARS-lasso homotopy on the Gram matrix (Efron, Hastie, Johnstone &
+  Tibshirani 2004; scikit-learn's ``lars_path_gram``, at most a few times P steps), whose support and signs give
+  the solution ``G_S λ_S = b_S − β sign(λ_S)``, kept when it meets the optimality conditions
+  ``|b − Gλ| ≤ β`` off the support. Nearly collinear families make FᵀF ill-conditioned (condition numbers of
+  10¹² measured on FL's airfoil fits), where first-order methods move very slowly along the flat directions.
+  Fallback when the check fails: FISTA (Beck & Teboulle 2009) with step 1/‖FᵀF‖₂, soft threshold βt and the
+  standard momentum sequence t_{k+1} = (1 + √(1 + 4t_k²))/2 (the reference code's momentum differs), restarted
+  when it stops descending (O'Donoghue & Candès 2015), trying the exact solution on the iterate's support and
+  signs every 20 iterations and at the end;
 - ``"l2"``: ½‖λ‖² — closed form λ = (FᵀF + βI)⁻¹Fᵀy;
 - ``"fixed_norm"``: the constraint ‖λ‖₂ ≤ 1 (no β) — λ(μ) = (FᵀF + μI)⁻¹Fᵀy with μ ≥ 0 the root of
   ‖λ(μ)‖ = 1 from the eigen-decomposition of FᵀF (the SVD of F) by a safeguarded root finder (Brent);
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.optimize import brentq, nnls
+from sklearn.linear_model import lars_path_gram
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
 from tnbayes._deprecation import moved_names_getattr
@@ -70,7 +76,7 @@ class MixtureWeightSolution:
     objective : float
         ½‖y − Fλ‖² + β·Reg(λ) at ``weights`` (the constant ½‖y‖² included).
     iterations : int
-        FISTA iterations (0 for closed forms).
+        FISTA iterations (0 for closed forms and the exact L1 homotopy).
     multiplier : float
         μ of the fixed-norm problem (0 otherwise).
     """
@@ -121,10 +127,19 @@ def _objective(G: np.ndarray, b: np.ndarray, yy: float, lam: np.ndarray, mixture
                                     strength)
 
 
+#: FISTA iterations between two attempts of the exact L1 solution on the current support and signs
+EXACT_CHECK_INTERVAL = 20
+
+
 def _fista(gram: np.ndarray, rhs: np.ndarray, start: np.ndarray, lipschitz: float, prox, max_iter: int,
-           tol: float) -> tuple[np.ndarray, int]:
+           tol: float, exact=None) -> tuple[np.ndarray, int]:
     """FISTA for ½λᵀGλ − bᵀλ + h(λ) with ``prox(z, step)`` the proximal map of h (numpy: P is small, and torch's
-    per-call overhead would dominate thousands of P-sized iterations)."""
+    per-call overhead would dominate thousands of P-sized iterations).
+
+    ``exact(λ)``, if given, is tried every :data:`EXACT_CHECK_INTERVAL` iterations: it returns the exact minimiser
+    when one can be read off λ (for L1: the solution on λ's support and signs that meets the optimality
+    conditions, :func:`_polish_l1`) and None otherwise; FISTA stops at the first one found. On an ill-conditioned
+    Gram the iterates reach the right support and signs long before the tolerance, which may never be met."""
     step = 1.0 / max(lipschitz, 1e-300)
     current = prox(start.copy(), step)
     point, momentum = current.copy(), 1.0
@@ -140,6 +155,10 @@ def _fista(gram: np.ndarray, rhs: np.ndarray, start: np.ndarray, lipschitz: floa
         current, momentum = following, next_momentum
         if change <= tol * (1.0 + math.sqrt(float(current @ current))):
             return current, iteration
+        if exact is not None and iteration % EXACT_CHECK_INTERVAL == 0:
+            solution = exact(current)
+            if solution is not None:
+                return solution, iteration
     return current, int(max_iter)
 
 
@@ -164,6 +183,22 @@ def _polish_l1(gram: np.ndarray, rhs: np.ndarray, weights: np.ndarray, beta: flo
     if bool(off.any()) and (float(slack[off].max()) > bound or (not nonnegative and float(slack[off].min()) < -bound)):
         return None
     return polished
+
+
+def _lasso_homotopy(gram: np.ndarray, rhs: np.ndarray, beta: float, nonnegative: bool) -> np.ndarray | None:
+    """The exact minimiser of ½λᵀGλ − bᵀλ + β‖λ‖₁ (λ ≥ 0 with ``nonnegative``) from the LARS-lasso path on the
+    Gram matrix, verified by the optimality conditions (:func:`_polish_l1`); None when they fail (a degenerate
+    path), so that the caller falls back to FISTA."""
+    if gram.shape[0] == 0 or not np.all(np.isfinite(gram)) or not np.all(np.isfinite(rhs)):
+        return None
+    with warnings.catch_warnings():  # degenerate steps are caught by the optimality check below
+        warnings.simplefilter("ignore")
+        try:
+            _, _, path = lars_path_gram(Xy=rhs, Gram=gram, n_samples=1, alpha_min=float(beta), method="lasso",
+                                        positive=bool(nonnegative))
+        except (ValueError, np.linalg.LinAlgError):
+            return None
+    return _polish_l1(gram, rhs, path[:, -1], beta, nonnegative)
 
 
 def _project_ball(weights: np.ndarray) -> np.ndarray:
@@ -267,7 +302,10 @@ def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, mixtur
         else:  # fixed norm with λ ≥ 0
             def prox(z: np.ndarray, step: float) -> np.ndarray:
                 return _project_ball(np.clip(z, 0.0, None))
-        weights, iterations = _fista(G, b, lam0, lipschitz, prox, max_iter, tol)
+        exact = (lambda weights: _polish_l1(G, b, weights, strength, nonnegative)) if mixture_penalty == "l1" else None
+        weights = _lasso_homotopy(G, b, strength, nonnegative) if mixture_penalty == "l1" else None
+        if weights is None:
+            weights, iterations = _fista(G, b, lam0, lipschitz, prox, max_iter, tol, exact)
         if mixture_penalty == "l1":
             polished = _polish_l1(G, b, weights, strength, nonnegative)
             if polished is not None and (_objective(G, b, yy, polished, mixture_penalty, strength)

