@@ -1,6 +1,7 @@
 """SVGP: the variational GP against a dense exact GP, chunked fits, the time budget, and bad settings."""
 
 import math
+import re
 import warnings
 
 import gpytorch
@@ -85,6 +86,75 @@ def test_minibatches_hold_out_rows_and_stop_on_the_held_out_elbo():
     assert model.converged_ == (model.stop_reason_ == "plateau")
     X_test, y_test = _data(500, seed=4)
     assert tnbayes.metrics.evaluate(model.posterior(X_test), y_test)["rmse"] < 0.13
+
+
+def test_held_out_log_density_is_the_mean_gaussian_log_density_of_the_predictive():
+    """Against scipy: log N(y_i | μ_i, v_i + σ²) from GPyTorch's predictive mean and latent variance."""
+    from scipy.stats import norm
+
+    from tnbayes.models._svgp_steps import held_out_log_density
+
+    X, y = _data(3000, seed=9)
+    model = tnbayes.SVGP(num_inducing=32, max_iter=60, time_budget=None).fit(X, y)
+    Xs = model.x_scaler_.transform(torch.as_tensor(X[:200]))
+    ys = model.y_scaler_.transform(torch.as_tensor(y[:200]))
+    model.gp_.train()
+    model.likelihood_.train()
+    value = held_out_log_density(model.gp_, model.likelihood_, Xs, ys)
+    assert model.gp_.training and model.likelihood_.training  # put back in train mode
+    model.gp_.eval()
+    with torch.no_grad():
+        f = model.gp_(Xs)
+        scale = torch.sqrt(f.variance + model.likelihood_.noise)
+    reference = norm.logpdf(ys.numpy(), f.mean.numpy(), scale.numpy()).mean()
+    assert abs(value - reference) < 1e-10
+
+
+def test_a_run_restores_its_best_state_exactly():
+    """OptimisationRun keeps a copy of the state at its best held-out density and loads it back bit for bit."""
+    from tnbayes.models._svgp_steps import OptimisationRun, held_out_log_density
+
+    X, y = _data(3000, seed=10)
+    model = tnbayes.SVGP(num_inducing=32, max_iter=2, time_budget=None).fit(X, y)
+    Xs = model.x_scaler_.transform(torch.as_tensor(X))
+    ys = model.y_scaler_.transform(torch.as_tensor(y))
+    run = OptimisationRun.start("pilot", model.gp_, model.likelihood_, 3000, model._optimisers)
+    run.step(Xs[:500], ys[:500])
+    run.record_log_density(held_out_log_density(run.model, run.likelihood, Xs[-300:], ys[-300:]))
+    kept = {k: v.clone() for k, v in run.model.state_dict().items()}
+    for _ in range(3):
+        run.step(Xs[:500], ys[:500])
+    run.record_log_density(-math.inf)  # worse: nothing kept
+    assert run.best_step == 1 and run.steps == 4
+    assert run.restore_best()
+    for key, value in run.model.state_dict().items():
+        assert torch.equal(value, kept[key]), key
+
+
+def test_start_race_keeps_the_start_that_predicts_the_held_out_rows_better():
+    """Two inputs, one of which a 500-row pilot can switch off: the race's report names both starts with their best
+    held-out log predictive densities and the winner is the larger; the fit's state is the winner's best."""
+    X, y = _data(3000, seed=11)
+    model = tnbayes.SVGP(num_inducing=64, max_iter=400, time_budget=None).fit(X, y)
+    race = [line for line in model.fit_report_ if line.startswith("start race")]
+    assert len(race) == 1
+    densities = {label: float(value) for label, value in re.findall(r"(\w+) start (-?[\d.]+) after", race[0])}
+    assert set(densities) == {"pilot", "standard"}
+    assert model.hyperparameter_start_ == max(densities, key=densities.get)
+    assert len(model.held_out_log_density_) == len(model.validation_elbo_) >= 4
+    # the winner's best is the best of all evaluations (it beat the loser's best), and the fit ends in that state:
+    # restored when a later evaluation was worse, else the last evaluation is the best
+    best = max(model.held_out_log_density_)
+    restored = [line for line in model.fit_report_ if line.startswith("restored the state")]
+    if restored:
+        assert f"{best:.4f} per row" in restored[0]
+    else:
+        assert model.held_out_log_density_[-1] == best
+    # one start only: no race
+    for start in ("pilot", "standard"):
+        single = tnbayes.SVGP(num_inducing=64, max_iter=120, time_budget=None, hyperparameter_start=start).fit(X, y)
+        assert single.hyperparameter_start_ == start
+        assert not any(line.startswith("start race") for line in single.fit_report_)
 
 
 def test_chunked_fit_matches_the_in_memory_fit():
@@ -193,6 +263,7 @@ def test_compare_name():
     (dict(time_budget=-1), "time_budget must be a positive number of seconds or None"),
     (dict(kernel="matern", nu=3.5), "nu in \\(0.5, 1.5, 2.5\\)"),
     (dict(prior="flat"), "prior must be 'dimension_scaled' or None"),
+    (dict(hyperparameter_start="ml2"), "hyperparameter_start must be one of"),
 ])
 def test_bad_settings_raise_clear_errors(settings, match):
     X, y = _data(20)

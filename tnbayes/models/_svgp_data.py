@@ -3,6 +3,7 @@ and the held-out rows of a chunk source (drawn per chunk with a fixed seed, so t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -10,6 +11,27 @@ import torch
 from tnbayes.data import StreamedRows
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+#: rows k-means sees when it places the inducing points (a random subsample beyond this)
+KMEANS_POINTS = 20_000
+
+
+def place_inducing(distinct: torch.Tensor, wanted: int, how: str, seed: int, generator: torch.Generator,
+                   reason: str) -> tuple[torch.Tensor, str]:
+    """``wanted`` inducing inputs among more ``distinct`` training inputs (m, D): k-means centres (``how="kmeans"``)
+    of at most :data:`KMEANS_POINTS` of them, or a random subsample; with a phrase saying how (``reason``: why m)."""
+    if distinct.shape[0] > KMEANS_POINTS:
+        distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(distinct.device)]
+    if how == "subsample":
+        rows = torch.randperm(distinct.shape[0], generator=generator)[:wanted].to(distinct.device)
+        return distinct[rows], f"a random subsample of the training inputs ({reason})"
+    from sklearn.cluster import KMeans
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fewer distinct clusters than asked: the duplicates are dropped below
+        centres = KMeans(n_clusters=wanted, n_init=1, max_iter=100, random_state=seed).fit(
+            distinct.detach().cpu().double().numpy()).cluster_centers_
+    centres = torch.unique(torch.as_tensor(centres, dtype=distinct.dtype, device=distinct.device), dim=0)
+    return centres, f"k-means centres of {distinct.shape[0]} training inputs ({reason})"
 
 
 def memory_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:

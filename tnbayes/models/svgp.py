@@ -33,7 +33,16 @@ from tqdm.auto import tqdm
 from tnbayes._validation import check_positive
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
-from tnbayes.models._svgp_data import memory_batches, streamed_batches, streamed_validation
+from tnbayes.models._svgp_data import memory_batches, place_inducing, streamed_batches, streamed_validation
+from tnbayes.models._svgp_steps import (
+    STANDARD_START_VALUE,
+    OptimisationRun,
+    VariationalGP,
+    fewer_inducing,
+    held_out_log_density,
+    race_winner,
+    standard_start,
+)
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -60,6 +69,10 @@ DEFAULT_MAX_STEPS = 2000
 MINIBATCH_NATURAL_LEARNING_RATE = 0.1
 #: steps between two evaluations of the plateau criterion
 EVALUATION_INTERVAL = 50
+#: where the kernel hyper-parameters start (see the ``hyperparameter_start`` parameter)
+HYPERPARAMETER_STARTS = ("auto", "pilot", "standard")
+#: steps each start takes in the start race of ``hyperparameter_start="auto"``
+RACE_STEPS = 2 * EVALUATION_INTERVAL
 #: at most this many held-out rows (the held-out ELBO is evaluated on all of them)
 MAX_VALIDATION_ROWS = 2000
 #: rows of the exact-GP pilot whose ML-II estimate starts the kernel hyper-parameters
@@ -72,39 +85,8 @@ MIN_BUDGET_STEPS = 300
 #: steps timed (after :data:`WARM_UP_STEPS` untimed ones) before the budget decides the number of inducing points
 TIMED_STEPS = 5
 WARM_UP_STEPS = 2
-#: rows k-means sees when it places the inducing points (a random subsample beyond this)
-KMEANS_POINTS = 20_000
 #: test rows per prediction chunk
 PREDICTION_CHUNK = 4096
-
-
-class _VariationalGP(gpytorch.models.ApproximateGP):
-    """Constant mean, the given ``ScaleKernel``, a whitened ``VariationalStrategy`` over ``inducing_points``.
-
-    Parameters
-    ----------
-    inducing_points : torch.Tensor of shape (m, D)
-    kernel : gpytorch.kernels.ScaleKernel
-    natural : bool
-        Natural parameters for q (``NaturalVariationalDistribution``, for the NGD optimiser) or a Cholesky factor.
-    learn_inducing : bool
-    """
-
-    def __init__(self, inducing_points: torch.Tensor, kernel: gpytorch.kernels.ScaleKernel, natural: bool,
-                 learn_inducing: bool) -> None:
-        num_inducing = inducing_points.shape[0]
-        if natural:
-            distribution = gpytorch.variational.NaturalVariationalDistribution(num_inducing)
-        else:
-            distribution = gpytorch.variational.CholeskyVariationalDistribution(num_inducing)
-        strategy = gpytorch.variational.VariationalStrategy(self, inducing_points, distribution,
-                                                            learn_inducing_locations=learn_inducing)
-        super().__init__(strategy)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = kernel
-
-    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
 
 class SVGP(BaseModel):
@@ -112,10 +94,11 @@ class SVGP(BaseModel):
 
     With no arguments the fit chooses, from the data and ``time_budget``: up to :data:`EXACT_INDUCING_ROWS` rows
     (full batches), every distinct training input as an inducing point and ML-II of an exact GP on every row, which
-    makes the fit the exact GP's (see Notes); above, the kernel hyper-parameters' start (ML-II of an exact GP on a
-    subsample of :data:`PILOT_POINTS` rows), :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget
-    cannot pay :data:`MIN_BUDGET_STEPS` steps at that size), their places (k-means), minibatches, and when to stop
-    (a plateau of the held-out ELBO, or the budget).
+    makes the fit the exact GP's (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
+    rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and GPyTorch's standard start),
+    :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps
+    at that size), their places (k-means), minibatches, when to stop (a plateau of the held-out ELBO, or the
+    budget) and which state to keep (the best on the held-out rows).
     ``fit_report_`` (printed with ``verbose=True``) says what it chose and why.
 
     Parameters
@@ -146,10 +129,17 @@ class SVGP(BaseModel):
         Step size of the natural-gradient updates. 1 is a full step to q's optimum given the rest (exact for a
         Gaussian likelihood with full batches); ``"auto"``: 1 with full batches, 0.1 with minibatches (whose
         gradients are noisy; GPyTorch's recommended value).
+    hyperparameter_start : {"auto", "pilot", "standard"}
+        Where the kernel hyper-parameters start when the fit takes steps: ``"pilot"``, ML-II of an exact GP on
+        :data:`PILOT_POINTS` rows; ``"standard"``, GPyTorch's defaults on standardised data (log 2 for every
+        lengthscale, the outputscale and the noise), a hand-written GPyTorch SVGP's start; ``"auto"`` (default),
+        with held-out rows both take :data:`RACE_STEPS` steps and the start whose held-out rows are predicted better
+        goes on (the pilot's without). Ignored when the fit is the exact GP's (see Notes).
     validation_fraction : float
         Share of the training rows held out (at most :data:`MAX_VALIDATION_ROWS`) to judge the plateau when steps
         use minibatches; 0 judges it on the training ELBO of the minibatches instead. Held-out rows are not
-        conditioned on.
+        conditioned on. With held-out rows the fit ends in its state of the evaluation whose held-out log
+        predictive density was best (the ELBO can go on rising while the held-out predictions get worse).
     patience : int
         Evaluations (every :data:`EVALUATION_INTERVAL` steps) without an improvement larger than ``tol`` that end
         the fit.
@@ -182,11 +172,15 @@ class SVGP(BaseModel):
         Noise variance on the standardised target scale (``noise_std`` gives it in the units of ``y``).
     mean_constant_ : float
     n_iter_ : int
-        Optimiser steps taken.
+        Optimiser steps taken (both starts' with a start race).
     history_ : list of float of length n_iter_
         ELBO per row of every step's minibatch (before the step's update).
     validation_elbo_ : list of float
         Held-out ELBO per row at every evaluation (empty when no rows are held out).
+    held_out_log_density_ : list of float
+        Held-out log predictive density per row at every evaluation (empty when no rows are held out).
+    hyperparameter_start_ : str
+        The start the fitted state comes from (``"pilot"`` or ``"standard"``).
     evaluation_seconds_ : list of float
         Seconds since ``fit`` started at every evaluation (every :data:`EVALUATION_INTERVAL` steps and the last).
     num_validation_ : int
@@ -211,7 +205,8 @@ class SVGP(BaseModel):
     def __init__(self, kernel: str = "se", nu: float = 2.5, *, ard: bool = True, num_inducing: int | str = "auto",
                  inducing_init: str = "kmeans", learn_inducing: bool = True, batch_size: int | str = "auto",
                  max_iter: int | str = "auto", learning_rate: float = 0.01, natural_gradient: bool = True,
-                 natural_learning_rate: float | str = "auto", validation_fraction: float = 0.1, patience: int = 5,
+                 natural_learning_rate: float | str = "auto", hyperparameter_start: str = "auto",
+                 validation_fraction: float = 0.1, patience: int = 5,
                  tol: float = 1e-4, time_budget: float | None = 60.0, prior: str | None = "dimension_scaled",
                  noise_lower_bound: float = 1e-6, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -237,6 +232,9 @@ class SVGP(BaseModel):
         auto_or_positive_int(self.num_inducing, "num_inducing")
         auto_or_positive_int(self.batch_size, "batch_size")
         auto_or_positive_int(self.max_iter, "max_iter")
+        if self.hyperparameter_start not in HYPERPARAMETER_STARTS:
+            raise ValueError(f"hyperparameter_start must be one of {HYPERPARAMETER_STARTS}; got "
+                             f"{self.hyperparameter_start!r}.")
         if self.inducing_init not in ("kmeans", "subsample"):
             raise ValueError(f"inducing_init must be 'kmeans' or 'subsample'; got {self.inducing_init!r}.")
         check_positive(self.learning_rate, "learning_rate")
@@ -287,7 +285,12 @@ class SVGP(BaseModel):
             torch.manual_seed(int(self.seed))
             distinct = torch.unique(pool_X, dim=0)
             exact_plan = full_batch and self.num_inducing == "auto" and distinct.shape[0] <= EXACT_INDUCING_ROWS
-            start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
+            if self.hyperparameter_start == "standard" and not exact_plan:
+                start = standard_start(pool_X.shape[1] if self.ard else 1, float(pool_y.mean()))
+                self._report(f"kernel hyper-parameters start from GPyTorch's defaults (log 2 = {STANDARD_START_VALUE:.3f} "
+                             f"for every lengthscale, the outputscale and the noise; hyperparameter_start='standard').")
+            else:
+                start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
             inducing, how = self._initial_inducing(distinct, generator, every_input=exact_plan)
             exact = (full_batch and start["saw_every_row"] and how.startswith("all") and self.max_iter == "auto"
                      and bool(self.natural_gradient))
@@ -358,25 +361,13 @@ class SVGP(BaseModel):
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (num_inducing={wanted} asked for "
                               f"more than there are)")
         reason = ("the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
-        if distinct.shape[0] > KMEANS_POINTS:
-            distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(distinct.device)]
-        if self.inducing_init == "subsample":
-            rows = torch.randperm(distinct.shape[0], generator=generator)[:wanted].to(distinct.device)
-            return distinct[rows], f"a random subsample of the training inputs ({reason})"
-        from sklearn.cluster import KMeans
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # fewer distinct clusters than asked: the duplicates are dropped below
-            centres = KMeans(n_clusters=wanted, n_init=1, max_iter=100, random_state=int(self.seed)).fit(
-                distinct.detach().cpu().double().numpy()).cluster_centers_
-        centres = torch.unique(torch.as_tensor(centres, dtype=distinct.dtype, device=distinct.device), dim=0)
-        return centres, f"k-means centres of {distinct.shape[0]} training inputs ({reason})"
+        return place_inducing(distinct, wanted, self.inducing_init, int(self.seed), generator, reason)
 
     def _build(self, inducing: torch.Tensor, prior_inputs: torch.Tensor,
-               start: dict[str, Any]) -> tuple[_VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
+               start: dict[str, Any]) -> tuple[VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
         """The variational GP and likelihood at the start values (q at its default initialisation)."""
         kernel, likelihood = build_kernel_and_likelihood(prior_inputs, self._settings())
-        model = _VariationalGP(inducing, kernel, bool(self.natural_gradient), bool(self.learn_inducing))
+        model = VariationalGP(inducing, kernel, bool(self.natural_gradient), bool(self.learn_inducing))
         model = model.to(dtype=inducing.dtype, device=inducing.device)
         with torch.no_grad():
             kernel.base_kernel.lengthscale = start["lengthscale"].to(inducing).reshape(
@@ -397,7 +388,7 @@ class SVGP(BaseModel):
         return f"minibatches of {self.batch_size_} of {num_fit_rows} rows ({source}); {held}."
 
     # ------------------------------------------------------------------ the steps
-    def _exact_optimum(self, model: _VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
+    def _exact_optimum(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
                        X: torch.Tensor, y: torch.Tensor) -> None:
         """Set q to its optimum in one natural-gradient step of size 1 (hyper-parameters and inducing inputs kept).
 
@@ -417,12 +408,13 @@ class SVGP(BaseModel):
         with torch.no_grad():
             final = float(elbo(model(X), y))
         self.validation_elbo_, self.evaluation_seconds_ = [], [time.perf_counter() - self._fit_started]
+        self.held_out_log_density_, self.hyperparameter_start_ = [], "pilot"
         self.n_iter_, self.stop_reason_, self.converged_ = 1, "exact_optimum", True
         self._report(f"the inducing points are every distinct training input and the pilot's ML-II saw every row, so "
                      f"the ELBO is tight and its optimum is the exact GP's: one natural-gradient step of size 1 set q "
                      f"to it (ELBO {final:.4f} per row); no further steps.")
 
-    def _optimisers(self, model: _VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
+    def _optimisers(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
                     num_fit_rows: int) -> list[torch.optim.Optimizer]:
         if self.natural_gradient:
             rate = self.natural_learning_rate
@@ -434,97 +426,110 @@ class SVGP(BaseModel):
         return [torch.optim.Adam([{"params": model.parameters()}, {"params": likelihood.parameters()}],
                                  lr=float(self.learning_rate))]
 
-    def _train(self, model: _VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood, batches,
+    def _train(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood, batches,
                validation: tuple[torch.Tensor, torch.Tensor] | None, num_fit_rows: int, pool_X: torch.Tensor,
-               start: dict[str, Any]) -> tuple[_VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
+               start: dict[str, Any]) -> tuple[VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
         """Optimise the ELBO until the plateau, ``max_iter`` or the time budget; reduces an automatic m first when
-        the timed steps show the budget cannot pay :data:`MIN_BUDGET_STEPS` of them."""
+        the timed steps show the budget cannot pay :data:`MIN_BUDGET_STEPS` of them. With held-out rows and
+        ``hyperparameter_start="auto"``, the pilot's start and the standard start race for :data:`RACE_STEPS` steps
+        each and the better on the held-out rows goes on; its best state on them is restored at the end."""
         max_steps = DEFAULT_MAX_STEPS if self.max_iter == "auto" else int(self.max_iter)
         budget = None if self.time_budget is None else float(self.time_budget)
-        elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=num_fit_rows)
-        optimisers = self._optimisers(model, likelihood, num_fit_rows)
-        model.train()
-        likelihood.train()
-        self.history_, self.validation_elbo_, self.evaluation_seconds_ = [], [], []
-        best, stale, since, steps = -math.inf, 0, [], 0
+        racing = self.hyperparameter_start == "auto" and validation is not None and max_steps >= 4 * RACE_STEPS
+        initial_inducing = model.variational_strategy.inducing_points.detach().clone()
+        run = OptimisationRun.start("standard" if self.hyperparameter_start == "standard" else "pilot", model,
+                                    likelihood, num_fit_rows, self._optimisers)
+        runs = [run]
+        self.history_, self.validation_elbo_, self.evaluation_seconds_, self.held_out_log_density_ = [], [], [], []
+        since, steps = [], 0
         self.stop_reason_ = "max_iter"
         bar = tqdm(total=max_steps, desc="SVGP steps", disable=not self.verbose)  # the ELBO in its postfix
         timed_from = time.perf_counter()
         while steps < max_steps:
             if steps == WARM_UP_STEPS:
                 timed_from = time.perf_counter()
-            X_batch, y_batch = next(batches)
-            for optimiser in optimisers:
-                optimiser.zero_grad()
-            loss = -elbo(model(X_batch), y_batch)
-            loss.backward()
-            for optimiser in optimisers:
-                optimiser.step()
+            since.append(run.step(*next(batches)))
             steps += 1
-            since.append(-float(loss.detach()))
             self.history_.append(since[-1])
             bar.update(1)
             if steps == WARM_UP_STEPS + TIMED_STEPS and self.num_inducing == "auto" and budget is not None:
                 per_step = (time.perf_counter() - timed_from) / TIMED_STEPS
-                smaller = self._budget_inducing(model, per_step, budget, min(max_steps, MIN_BUDGET_STEPS))
+                wanted = min(max_steps, MIN_BUDGET_STEPS + (RACE_STEPS if racing else 0))
+                smaller = self._budget_inducing(run.model, per_step, budget, wanted)
                 if smaller is not None:  # start again at the smaller m, from the same start values
                     bar.close()
                     model, likelihood = self._build(smaller, pool_X, start)
                     return self._train(model, likelihood, batches, validation, num_fit_rows, pool_X, start)
             elapsed = time.perf_counter() - self._fit_started
             out_of_time = budget is not None and elapsed > budget
-            if steps % EVALUATION_INTERVAL == 0 or steps == max_steps or out_of_time:
-                value = self._evaluate(elbo, model, validation, since)
+            if run.steps % EVALUATION_INTERVAL == 0 or steps == max_steps or out_of_time:
+                value = self._evaluate(run, validation, since)
                 self.evaluation_seconds_.append(elapsed)
                 bar.set_postfix(elbo=f"{float(np.mean(since)):.4f}",
                                 **({"held_out": f"{value:.4f}"} if validation is not None else {}))
-                if value > best + float(self.tol):
-                    best, stale = value, 0
+                if value > run.best_elbo + float(self.tol):
+                    run.best_elbo, run.stale = value, 0
                 else:
-                    stale += 1
+                    run.stale += 1
                 since = []
-                if stale >= int(self.patience):
+                if racing and run.steps >= RACE_STEPS and not out_of_time:
+                    if len(runs) == 1:  # the pilot's start had its race steps: the standard start's turn
+                        model, likelihood = self._build(initial_inducing.clone(), pool_X,
+                                                        standard_start(start["lengthscale"].numel(), start["mean"]))
+                        run = OptimisationRun.start("standard", model, likelihood, num_fit_rows, self._optimisers)
+                        runs.append(run)
+                        continue
+                    racing = False
+                    run, text = race_winner(runs)
+                    self._report(text)
+                    continue
+                if run.stale >= int(self.patience):
                     self.stop_reason_ = "plateau"
                     break
             if out_of_time:
                 self.stop_reason_ = "time_budget"
                 break
         bar.close()
-        self.n_iter_ = steps
+        if racing and len(runs) == 2:  # the budget or max_iter ended the race
+            run, text = race_winner(runs)
+            self._report(text)
+        restored = validation is not None and run.restore_best()
+        self.n_iter_, self.hyperparameter_start_ = steps, run.label
         self.converged_ = self.stop_reason_ == "plateau"
         self._report_stop(steps, max_steps, num_fit_rows)
-        return model, likelihood
+        if restored:
+            self._report(f"restored the state after step {run.best_step} of the {run.label} start's {run.steps}: the "
+                         f"best held-out log predictive density, {run.best_log_density:.4f} per row (the last was "
+                         f"{self.held_out_log_density_[-1]:.4f}).")
+        return run.model, run.likelihood
 
-    def _budget_inducing(self, model: _VariationalGP, per_step: float, budget: float,
+    def _budget_inducing(self, model: VariationalGP, per_step: float, budget: float,
                          steps_wanted: int) -> torch.Tensor | None:
-        """A subsample of the inducing inputs small enough for ``steps_wanted`` steps in what is left of the budget
-        (a step's cost grows like m² with minibatches), or None when the current m fits (or is already small)."""
+        """Fewer inducing inputs when ``steps_wanted`` steps do not fit in what is left of the budget (see
+        :func:`~tnbayes.models._svgp_steps.fewer_inducing`), or None."""
+        left = max(budget - (time.perf_counter() - self._fit_started), 0.0)
         inducing = model.variational_strategy.inducing_points.detach()
-        m = inducing.shape[0]
-        left = budget - (time.perf_counter() - self._fit_started)
-        if per_step * steps_wanted <= left or m <= MIN_INDUCING:
-            return None
-        affordable = max(left, 0.0) / steps_wanted
-        smaller = max(MIN_INDUCING, int(m * math.sqrt(max(affordable / per_step, 1e-6))))
-        if smaller >= m:
-            return None
-        generator = torch.Generator().manual_seed(int(self.seed) + 1)
-        rows = torch.randperm(m, generator=generator)[:smaller].to(inducing.device)
-        self._report(f"the time budget lowers the inducing points from {m} to {smaller}: a step took "
-                     f"{format_seconds(per_step)}, and {steps_wanted} steps must fit in the "
-                     f"{format_seconds(max(left, 0.0))} left of time_budget={budget:g} s (pass num_inducing or a "
-                     f"larger time_budget to keep more).")
-        return inducing[rows].clone()
+        smaller = fewer_inducing(inducing, per_step, left, steps_wanted, MIN_INDUCING, int(self.seed) + 1)
+        if smaller is not None:
+            self._report(f"the time budget lowers the inducing points from {inducing.shape[0]} to {smaller.shape[0]}: "
+                         f"a step took {format_seconds(per_step)}, and {steps_wanted} steps must fit in the "
+                         f"{format_seconds(left)} left of time_budget={budget:g} s (pass num_inducing or a larger "
+                         f"time_budget to keep more).")
+        return smaller
 
-    def _evaluate(self, elbo: gpytorch.mlls.VariationalELBO, model: _VariationalGP,
-                  validation: tuple[torch.Tensor, torch.Tensor] | None, since: list[float]) -> float:
+    def _evaluate(self, run: OptimisationRun, validation: tuple[torch.Tensor, torch.Tensor] | None,
+                  since: list[float]) -> float:
         """The value the plateau is judged on: the held-out ELBO per row, or the training ELBO since the last
-        evaluation."""
+        evaluation. With held-out rows their log predictive density is recorded too (for the race and the best
+        state)."""
         if validation is None:
             return float(np.mean(since))
         with torch.no_grad():
-            value = float(elbo(model(validation[0]), validation[1]))
+            value = float(run.elbo(run.model(validation[0]), validation[1]))
         self.validation_elbo_.append(value)
+        density = held_out_log_density(run.model, run.likelihood, *validation)
+        self.held_out_log_density_.append(density)
+        run.record_log_density(density)
         return value
 
     def _report_stop(self, steps: int, max_steps: int, num_fit_rows: int) -> None:
@@ -582,7 +587,7 @@ class SVGP(BaseModel):
                             if key.startswith("likelihood.")}
         inducing = model_state["variational_strategy.inducing_points"]
         kernel, likelihood = build_kernel_and_likelihood(inducing, self._settings())
-        model = _VariationalGP(inducing.clone(), kernel, bool(self.natural_gradient), bool(self.learn_inducing))
+        model = VariationalGP(inducing.clone(), kernel, bool(self.natural_gradient), bool(self.learn_inducing))
         model = model.to(dtype=inducing.dtype, device=inducing.device)
         model.load_state_dict(model_state)
         likelihood.load_state_dict(likelihood_state)

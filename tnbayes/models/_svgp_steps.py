@@ -1,0 +1,212 @@
+"""One optimisation run of :class:`~tnbayes.SVGP`: a variational GP, its likelihood, ELBO and optimisers, with the
+bookkeeping of its plateau and of its best state on the held-out rows.
+
+SVGP may start two runs from different hyper-parameters and keep the one whose held-out rows are predicted best
+(see the SVGP docstring), and restores a run's best state at the end, so a run carries its own step count, plateau
+counter and best held-out log predictive density.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gpytorch
+import torch
+
+#: log 2 = softplus(0): GPyTorch's initial lengthscale, outputscale and noise (standardised units), the values a
+#: hand-written GPyTorch SVGP starts from
+STANDARD_START_VALUE = math.log(2.0)
+
+
+def standard_start(num_lengthscales: int, mean: float) -> dict[str, Any]:
+    """GPyTorch's default start of (ℓ, σ_f², σ²) on standardised data, with the constant mean at ``mean``.
+
+    Parameters
+    ----------
+    num_lengthscales : int
+        D with ARD, else 1.
+    mean : float
+        Start of the constant mean (the standardised targets' mean).
+
+    Returns
+    -------
+    dict
+        ``lengthscale`` (num_lengthscales,), ``outputscale``, ``noise``, ``mean``, ``saw_every_row`` (False).
+    """
+    return {"lengthscale": torch.full((num_lengthscales,), STANDARD_START_VALUE, dtype=torch.float64),
+            "outputscale": STANDARD_START_VALUE, "noise": STANDARD_START_VALUE, "mean": float(mean),
+            "saw_every_row": False}
+
+
+def held_out_log_density(model: gpytorch.models.ApproximateGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
+                         X: torch.Tensor, y: torch.Tensor) -> float:
+    """Mean log predictive density per row, ``mean_i log N(y_i | μ_i, v_i + σ²)`` (the quantity whose negative the
+    package reports as NLPD), in eval mode; the modules are put back in train mode.
+
+    Parameters
+    ----------
+    model, likelihood
+        The variational GP and its Gaussian likelihood.
+    X : torch.Tensor of shape (n, D)
+    y : torch.Tensor of shape (n,)
+
+    Returns
+    -------
+    float
+    """
+    model.eval()
+    likelihood.eval()
+    try:
+        with torch.no_grad():
+            f = model(X)
+            variance = f.variance.clamp_min(0.0) + likelihood.noise.reshape(())
+            value = -0.5 * (torch.log(2 * math.pi * variance) + (y - f.mean) ** 2 / variance)
+            return float(value.mean())
+    finally:
+        model.train()
+        likelihood.train()
+
+
+class VariationalGP(gpytorch.models.ApproximateGP):
+    """Constant mean, the given ``ScaleKernel``, a whitened ``VariationalStrategy`` over ``inducing_points``.
+
+    Parameters
+    ----------
+    inducing_points : torch.Tensor of shape (m, D)
+    kernel : gpytorch.kernels.ScaleKernel
+    natural : bool
+        Natural parameters for q (``NaturalVariationalDistribution``, for the NGD optimiser) or a Cholesky factor.
+    learn_inducing : bool
+    """
+
+    def __init__(self, inducing_points: torch.Tensor, kernel: gpytorch.kernels.ScaleKernel, natural: bool,
+                 learn_inducing: bool) -> None:
+        num_inducing = inducing_points.shape[0]
+        if natural:
+            distribution = gpytorch.variational.NaturalVariationalDistribution(num_inducing)
+        else:
+            distribution = gpytorch.variational.CholeskyVariationalDistribution(num_inducing)
+        strategy = gpytorch.variational.VariationalStrategy(self, inducing_points, distribution,
+                                                            learn_inducing_locations=learn_inducing)
+        super().__init__(strategy)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = kernel
+
+    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+@dataclass
+class OptimisationRun:
+    """One start of the ELBO optimisation.
+
+    Attributes
+    ----------
+    label : str
+        Which start (e.g. ``"pilot"``).
+    model, likelihood
+        The variational GP and its likelihood (train mode).
+    elbo : gpytorch.mlls.VariationalELBO
+    optimisers : list of torch.optim.Optimizer
+    steps : int
+        Steps this run has taken.
+    best_elbo : float
+        Best plateau value (held-out or training ELBO per row) so far; ``stale`` counts evaluations since.
+    best_log_density : float
+        Best held-out log predictive density per row so far, reached after ``best_step`` of this run's steps;
+        ``best_state`` holds the model's and likelihood's state then.
+    """
+
+    label: str
+    model: gpytorch.models.ApproximateGP
+    likelihood: gpytorch.likelihoods.GaussianLikelihood
+    elbo: gpytorch.mlls.VariationalELBO
+    optimisers: list
+    steps: int = 0
+    best_elbo: float = -math.inf
+    stale: int = 0
+    best_log_density: float = -math.inf
+    best_step: int = 0
+    best_state: tuple[dict, dict] | None = field(default=None, repr=False)
+
+    @classmethod
+    def start(cls, label: str, model: gpytorch.models.ApproximateGP,
+              likelihood: gpytorch.likelihoods.GaussianLikelihood, num_fit_rows: int,
+              optimisers: Callable[[Any, Any, int], list]) -> "OptimisationRun":
+        """A run in train mode with the ELBO of ``num_fit_rows`` rows and ``optimisers(model, likelihood, n)``."""
+        model.train()
+        likelihood.train()
+        elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=num_fit_rows)
+        return cls(label, model, likelihood, elbo, optimisers(model, likelihood, num_fit_rows))
+
+    def step(self, X: torch.Tensor, y: torch.Tensor) -> float:
+        """One optimiser step on the minibatch ``(X (B, D), y (B,))``; returns its ELBO per row before the step."""
+        for optimiser in self.optimisers:
+            optimiser.zero_grad()
+        loss = -self.elbo(self.model(X), y)
+        loss.backward()
+        for optimiser in self.optimisers:
+            optimiser.step()
+        self.steps += 1
+        return -float(loss.detach())
+
+    def record_log_density(self, value: float) -> None:
+        """Keep a copy of the current state when ``value`` (held-out log density per row) is the best so far."""
+        if value > self.best_log_density:
+            self.best_log_density, self.best_step = value, self.steps
+            self.best_state = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.likelihood.state_dict()))
+
+    def restore_best(self) -> bool:
+        """Load the best state kept (True), or leave the current one when it is the best or none was kept."""
+        if self.best_state is None or self.best_step == self.steps:
+            return False
+        self.model.load_state_dict(self.best_state[0])
+        self.likelihood.load_state_dict(self.best_state[1])
+        return True
+
+
+def race_winner(runs: list[OptimisationRun]) -> tuple[OptimisationRun, str]:
+    """The run whose held-out rows were predicted best (highest best log predictive density), and a sentence for
+    the fit report."""
+    winner = max(runs, key=lambda r: r.best_log_density)
+    text = ("start race on the held-out rows (best log predictive density per row): " + ", ".join(
+        f"{r.label} start {r.best_log_density:.4f} after {r.steps} steps" for r in runs)
+        + f"; the {winner.label} start goes on.")
+    return winner, text
+
+
+def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float, steps_wanted: int,
+                   min_inducing: int, seed: int) -> torch.Tensor | None:
+    """A random subsample of the inducing inputs (m, D) small enough for ``steps_wanted`` steps in
+    ``seconds_left`` (a minibatch step's cost grows like m²), or None when the current m fits or is at most
+    ``min_inducing``.
+
+    Parameters
+    ----------
+    inducing : torch.Tensor of shape (m, D)
+    per_step : float
+        Measured seconds of one step at m.
+    seconds_left : float
+    steps_wanted : int
+    min_inducing : int
+        Never fewer.
+    seed : int
+        Of the subsample.
+
+    Returns
+    -------
+    torch.Tensor of shape (m', D) with m' < m, or None
+    """
+    m = inducing.shape[0]
+    if per_step * steps_wanted <= seconds_left or m <= min_inducing:
+        return None
+    affordable = max(seconds_left, 0.0) / steps_wanted
+    smaller = max(min_inducing, int(m * math.sqrt(max(affordable / per_step, 1e-6))))
+    if smaller >= m:
+        return None
+    rows = torch.randperm(m, generator=torch.Generator().manual_seed(seed))[:smaller].to(inducing.device)
+    return inducing[rows].clone()
