@@ -17,6 +17,8 @@ from typing import Any
 import gpytorch
 import torch
 
+from tnbayes.metrics import nlpd
+
 #: log 2 = softplus(0): GPyTorch's initial lengthscale, outputscale and noise (standardised units), the values a
 #: hand-written GPyTorch SVGP starts from
 STANDARD_START_VALUE = math.log(2.0)
@@ -63,9 +65,8 @@ def held_out_log_density(model: gpytorch.models.ApproximateGP, likelihood: gpyto
     try:
         with torch.no_grad():
             f = model(X)
-            variance = f.variance.clamp_min(0.0) + likelihood.noise.reshape(())
-            value = -0.5 * (torch.log(2 * math.pi * variance) + (y - f.mean) ** 2 / variance)
-            return float(value.mean())
+            std = torch.sqrt(f.variance.clamp_min(0.0) + likelihood.noise.reshape(()))
+            return -nlpd(y.detach().cpu().numpy(), f.mean.cpu().numpy(), std.cpu().numpy())
     finally:
         model.train()
         likelihood.train()
