@@ -524,7 +524,7 @@ class CPDALS(InputGroupingMixin):
         # the active components' projections come from the cache when it is kept; the skipped ones' are computed,
         # for those components only
         active = list(self.active_components)
-        skipped = [p for p in range(self.features.num_components) if p not in set(active)]
+        skipped = sorted(set(range(self.features.num_components)) - set(active))
         skipped_features = self.features.components(skipped)
         first = rows.start or 0
         out = torch.empty(rows.stop - first, self.features.num_components, dtype=self.dtype, device=self.device)

@@ -14,8 +14,8 @@ with β the ``mixture_penalty_strength`` and ``Reg`` the ``mixture_penalty``, on
   10¹² measured on FL's airfoil fits), where first-order methods move very slowly along the flat directions.
   Fallback when the check fails: FISTA (Beck & Teboulle 2009) with step 1/‖FᵀF‖₂, soft threshold βt and the
   standard momentum sequence t_{k+1} = (1 + √(1 + 4t_k²))/2 (the reference code's momentum differs), restarted
-  when it stops descending (O'Donoghue & Candès 2015), trying the exact solution on the iterate's support and
-  signs every 20 iterations and at the end;
+  when it stops descending (O'Donoghue & Candès 2015), then polished: the exact solution on the support and
+  signs FISTA found, kept when it meets the optimality conditions;
 - ``"l2"``: ½‖λ‖² — closed form λ = (FᵀF + βI)⁻¹Fᵀy;
 - ``"fixed_norm"``: the constraint ‖λ‖₂ ≤ 1 (no β) — λ(μ) = (FᵀF + μI)⁻¹Fᵀy with μ ≥ 0 the root of
   ‖λ(μ)‖ = 1 from the eigen-decomposition of FᵀF (the SVD of F) by a safeguarded root finder (Brent);
@@ -127,19 +127,10 @@ def _objective(G: np.ndarray, b: np.ndarray, yy: float, lam: np.ndarray, mixture
                                     strength)
 
 
-#: FISTA iterations between two attempts of the exact L1 solution on the current support and signs
-EXACT_CHECK_INTERVAL = 20
-
-
 def _fista(gram: np.ndarray, rhs: np.ndarray, start: np.ndarray, lipschitz: float, prox, max_iter: int,
-           tol: float, exact=None) -> tuple[np.ndarray, int]:
+           tol: float) -> tuple[np.ndarray, int]:
     """FISTA for ½λᵀGλ − bᵀλ + h(λ) with ``prox(z, step)`` the proximal map of h (numpy: P is small, and torch's
-    per-call overhead would dominate thousands of P-sized iterations).
-
-    ``exact(λ)``, if given, is tried every :data:`EXACT_CHECK_INTERVAL` iterations: it returns the exact minimiser
-    when one can be read off λ (for L1: the solution on λ's support and signs that meets the optimality
-    conditions, :func:`_polish_l1`) and None otherwise; FISTA stops at the first one found. On an ill-conditioned
-    Gram the iterates reach the right support and signs long before the tolerance, which may never be met."""
+    per-call overhead would dominate thousands of P-sized iterations)."""
     step = 1.0 / max(lipschitz, 1e-300)
     current = prox(start.copy(), step)
     point, momentum = current.copy(), 1.0
@@ -155,10 +146,6 @@ def _fista(gram: np.ndarray, rhs: np.ndarray, start: np.ndarray, lipschitz: floa
         current, momentum = following, next_momentum
         if change <= tol * (1.0 + math.sqrt(float(current @ current))):
             return current, iteration
-        if exact is not None and iteration % EXACT_CHECK_INTERVAL == 0:
-            solution = exact(current)
-            if solution is not None:
-                return solution, iteration
     return current, int(max_iter)
 
 
@@ -302,11 +289,10 @@ def solve_mixture_weights(F: torch.Tensor | None, y: torch.Tensor | None, mixtur
         else:  # fixed norm with λ ≥ 0
             def prox(z: np.ndarray, step: float) -> np.ndarray:
                 return _project_ball(np.clip(z, 0.0, None))
-        exact = (lambda weights: _polish_l1(G, b, weights, strength, nonnegative)) if mixture_penalty == "l1" else None
         weights = _lasso_homotopy(G, b, strength, nonnegative) if mixture_penalty == "l1" else None
         if weights is None:
-            weights, iterations = _fista(G, b, lam0, lipschitz, prox, max_iter, tol, exact)
-        if mixture_penalty == "l1":
+            weights, iterations = _fista(G, b, lam0, lipschitz, prox, max_iter, tol)
+        if mixture_penalty == "l1" and iterations:  # after FISTA: the exact solution on its support and signs
             polished = _polish_l1(G, b, weights, strength, nonnegative)
             if polished is not None and (_objective(G, b, yy, polished, mixture_penalty, strength)
                                          <= _objective(G, b, yy, weights, mixture_penalty, strength)):
