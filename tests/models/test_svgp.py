@@ -7,6 +7,7 @@ import warnings
 import gpytorch
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 
 import tnbayes
@@ -14,6 +15,7 @@ from tnbayes.data import ChunkedData
 from tnbayes.inference.budget import BudgetWarning
 from tnbayes.models.registry import make_model
 from tnbayes.models.svgp import FULL_BATCH_ROWS
+from tnbayes.selection.marginal_likelihood import NOISE_PRIOR_LOCATION, NOISE_PRIOR_SCALE
 
 
 def _data(n, d=2, seed=0, noise=0.1):
@@ -75,6 +77,42 @@ def test_default_fit_is_as_accurate_as_gpytorch_exact_gp():
     # 200 distinct inputs, all of them inducing points, all seen by the pilot: q is set at the exact optimum
     assert svgp.stop_reason_ == "exact_optimum" and svgp.n_iter_ == len(svgp.history_) == 1
     assert any("inducing points" in line for line in svgp.fit_report_)
+
+
+def test_exact_fit_takes_the_scales_that_predict_each_row_best_from_the_others():
+    """Full batches, every input an inducing point: the default keeps ML-II's lengthscales and moves the outputscale,
+    noise and mean to a larger leave-one-out density (recomputed here by N dense refits without each row);
+    ``hyperparameter_objective="marginal_likelihood"`` keeps ML-II's values."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(80, 2))
+    y = np.exp(1.2 * X[:, 0]) + 0.05 * rng.standard_normal(80)  # no single lengthscale fits: a misspecified kernel
+
+    def dense_leave_one_out_density(model):
+        A = model.x_scaler_.transform(torch.as_tensor(X)).numpy()
+        t = model.y_scaler_.transform(torch.as_tensor(y)).numpy()
+        ell, sf2, s2, c = model.lengthscale_.numpy(), model.outputscale_, model.noise_variance_, model.mean_constant_
+        K = sf2 * np.exp(-0.5 * (((A[:, None] - A[None]) / ell) ** 2).sum(-1))
+        total = 0.0
+        for i in range(len(t)):
+            rest = np.arange(len(t)) != i
+            k = K[rest, i]
+            solve = np.linalg.solve(K[np.ix_(rest, rest)] + s2 * np.eye(len(t) - 1), np.stack([t[rest] - c, k], 1))
+            mean, var = c + k @ solve[:, 0], sf2 + s2 - k @ solve[:, 1]
+            total += -0.5 * math.log(2 * math.pi * var) - 0.5 * (t[i] - mean) ** 2 / var
+        return total / len(t)
+
+    def objective(model):  # the maximised value: the density plus the noise's log-normal hyper-prior over N
+        return dense_leave_one_out_density(model) + scipy.stats.lognorm.logpdf(
+            model.noise_variance_, s=NOISE_PRIOR_SCALE, scale=math.exp(NOISE_PRIOR_LOCATION)) / len(y)
+
+    default = tnbayes.SVGP().fit(X, y)
+    marginal = tnbayes.SVGP(hyperparameter_objective="marginal_likelihood").fit(X, y)
+    assert default.stop_reason_ == marginal.stop_reason_ == "exact_optimum"
+    torch.testing.assert_close(default.lengthscale_, marginal.lengthscale_, rtol=0, atol=0)
+    assert default.noise_variance_ != marginal.noise_variance_
+    assert objective(default) > objective(marginal) + 0.005
+    assert any("leave-one-out" in line for line in default.fit_report_)
+    assert not any("leave-one-out" in line for line in marginal.fit_report_)
 
 
 def test_minibatches_hold_out_rows_and_stop_on_the_held_out_elbo():
@@ -264,6 +302,7 @@ def test_compare_name():
     (dict(kernel="matern", nu=3.5), "nu in \\(0.5, 1.5, 2.5\\)"),
     (dict(prior="flat"), "prior must be 'dimension_scaled' or None"),
     (dict(hyperparameter_start="ml2"), "hyperparameter_start must be one of"),
+    (dict(hyperparameter_objective="loo"), "hyperparameter_objective must be one of"),
 ])
 def test_bad_settings_raise_clear_errors(settings, match):
     X, y = _data(20)

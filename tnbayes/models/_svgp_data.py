@@ -15,6 +15,18 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 KMEANS_POINTS = 20_000
 
 
+def describe_batches(num_rows: int, num_fit_rows: int, batch_size: int, num_validation: int, streamed: bool,
+                     full_batch: bool, full_batch_rows: int) -> str:
+    """One ``verbose`` line on the rows of the steps: full batches, or minibatches and the held-out rows."""
+    if full_batch:
+        return (f"every step sees all {num_rows} rows (at most {full_batch_rows} rows take full batches): the "
+                f"ELBO is exact and its plateau is judged on the training rows.")
+    held = (f"{num_validation} rows held out to judge the plateau of the held-out ELBO"
+            if num_validation else "the plateau judged on the minibatch ELBO (no rows held out)")
+    source = "read chunk by chunk" if streamed else "in random order"
+    return f"minibatches of {batch_size} of {num_fit_rows} rows ({source}); {held}."
+
+
 def place_inducing(distinct: torch.Tensor, wanted: int, how: str, seed: int, generator: torch.Generator,
                    reason: str) -> tuple[torch.Tensor, str]:
     """``wanted`` inducing inputs among more ``distinct`` training inputs (m, D): k-means centres (``how="kmeans"``)

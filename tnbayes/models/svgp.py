@@ -33,7 +33,8 @@ from tqdm.auto import tqdm
 from tnbayes._validation import check_positive
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
-from tnbayes.models._svgp_data import memory_batches, place_inducing, streamed_batches, streamed_validation
+from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, streamed_batches,
+                                       streamed_validation)
 from tnbayes.models._svgp_steps import (
     STANDARD_START_VALUE,
     OptimisationRun,
@@ -41,6 +42,7 @@ from tnbayes.models._svgp_steps import (
     fewer_inducing,
     held_out_log_density,
     race_winner,
+    set_exact_optimum,
     standard_start,
 )
 from tnbayes.models.base import BaseModel
@@ -71,12 +73,16 @@ MINIBATCH_NATURAL_LEARNING_RATE = 0.1
 EVALUATION_INTERVAL = 50
 #: where the kernel hyper-parameters start (see the ``hyperparameter_start`` parameter)
 HYPERPARAMETER_STARTS = ("auto", "pilot", "standard")
+#: what the kernel hyper-parameters maximise when the fit is the exact GP's (see ``hyperparameter_objective``)
+HYPERPARAMETER_OBJECTIVES = ("leave_one_out", "marginal_likelihood")
 #: steps each start takes in the start race of ``hyperparameter_start="auto"``
 RACE_STEPS = 2 * EVALUATION_INTERVAL
 #: at most this many held-out rows (the held-out ELBO is evaluated on all of them)
 MAX_VALIDATION_ROWS = 2000
 #: rows of the exact-GP pilot whose ML-II estimate starts the kernel hyper-parameters
 PILOT_POINTS = 500
+#: share of the time budget after which the pilot's leave-one-out run stops (the exact GP's q costs about as much)
+PILOT_BUDGET_SHARE = 0.5
 #: with ``num_inducing="auto"``, full batches and at most this many distinct training inputs, every distinct input
 #: is an inducing point and the pilot's ML-II sees every row: the fit is then the exact GP's (see Notes)
 EXACT_INDUCING_ROWS = FULL_BATCH_ROWS
@@ -93,8 +99,9 @@ class SVGP(BaseModel):
     """Stochastic variational GP regression (GPyTorch ``ApproximateGP``) with an ARD SE or Matérn kernel.
 
     With no arguments the fit chooses, from the data and ``time_budget``: up to :data:`EXACT_INDUCING_ROWS` rows
-    (full batches), every distinct training input as an inducing point and ML-II of an exact GP on every row, which
-    makes the fit the exact GP's (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
+    (full batches), every distinct training input as an inducing point, the lengthscales of ML-II of an exact GP on
+    every row and the scales (outputscale, noise, mean) that predict each row best from the others
+    (leave-one-out), which makes the fit the exact GP's at those hyper-parameters (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
     rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and GPyTorch's standard start),
     :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps
     at that size), their places (k-means), minibatches, when to stop (a plateau of the held-out ELBO, or the
@@ -135,6 +142,13 @@ class SVGP(BaseModel):
         lengthscale, the outputscale and the noise), a hand-written GPyTorch SVGP's start; ``"auto"`` (default),
         with held-out rows both take :data:`RACE_STEPS` steps and the start whose held-out rows are predicted better
         goes on (the pilot's without). Ignored when the fit is the exact GP's (see Notes).
+    hyperparameter_objective : {"leave_one_out", "marginal_likelihood"}
+        What the kernel hyper-parameters maximise when the fit is the exact GP's (see Notes):
+        ``"leave_one_out"`` (default), ML-II's lengthscales with the outputscale, noise and mean that maximise the
+        mean leave-one-out log predictive density of the training rows (:mod:`tnbayes.selection.leave_one_out`; the
+        counterpart without held-out rows of the held-out density that picks the final state of fits with steps);
+        ``"marginal_likelihood"``, ML-II alone (the fit is then :class:`~tnbayes.ExactGP`'s). Fits with steps
+        maximise the ELBO either way.
     validation_fraction : float
         Share of the training rows held out (at most :data:`MAX_VALIDATION_ROWS`) to judge the plateau when steps
         use minibatches; 0 judges it on the training ELBO of the minibatches instead. Held-out rows are not
@@ -193,10 +207,13 @@ class SVGP(BaseModel):
     Notes
     -----
     When the inducing inputs are every distinct training input (with ``num_inducing="auto"``: at most
-    :data:`EXACT_INDUCING_ROWS` of them, with full batches), the pilot's ML-II saw every row, steps take full
-    batches, ``max_iter="auto"`` and ``natural_gradient=True``, the ELBO is tight (Titsias 2009) and its optimum is the exact GP's at the pilot's
-    hyper-parameters: the fit then sets q there with one natural-gradient step of size 1 and takes no further steps
-    (``stop_reason_ == "exact_optimum"``). Pass ``max_iter`` to optimise by steps anyway.
+    :data:`EXACT_INDUCING_ROWS` of them, with full batches), the pilot saw every row, steps take full batches,
+    ``max_iter="auto"`` and ``natural_gradient=True``, the ELBO is tight (Titsias 2009) and its optimum over q is
+    the exact GP's posterior at the pilot's hyper-parameters: the fit then sets q there with one natural-gradient
+    step of size 1 and takes no further steps (``stop_reason_ == "exact_optimum"``). Its hyper-parameters are those
+    of ``hyperparameter_objective``, by default with the scales at their leave-one-out optimum, which ELBO steps would
+    leave for ML-II's (whose noise can shrink until the intervals are too narrow when the kernel is misspecified);
+    that run stops at :data:`PILOT_BUDGET_SHARE` of ``time_budget``. Pass ``max_iter`` to optimise by steps anyway.
     """
 
     _transient_attributes = ("gp_", "likelihood_")
@@ -206,6 +223,7 @@ class SVGP(BaseModel):
                  inducing_init: str = "kmeans", learn_inducing: bool = True, batch_size: int | str = "auto",
                  max_iter: int | str = "auto", learning_rate: float = 0.01, natural_gradient: bool = True,
                  natural_learning_rate: float | str = "auto", hyperparameter_start: str = "auto",
+                 hyperparameter_objective: str = "leave_one_out",
                  validation_fraction: float = 0.1, patience: int = 5,
                  tol: float = 1e-4, time_budget: float | None = 60.0, prior: str | None = "dimension_scaled",
                  noise_lower_bound: float = 1e-6, seed: int = 0, normalize_y: bool = True,
@@ -235,6 +253,9 @@ class SVGP(BaseModel):
         if self.hyperparameter_start not in HYPERPARAMETER_STARTS:
             raise ValueError(f"hyperparameter_start must be one of {HYPERPARAMETER_STARTS}; got "
                              f"{self.hyperparameter_start!r}.")
+        if self.hyperparameter_objective not in HYPERPARAMETER_OBJECTIVES:
+            raise ValueError(f"hyperparameter_objective must be one of {HYPERPARAMETER_OBJECTIVES}; got "
+                             f"{self.hyperparameter_objective!r}.")
         if self.inducing_init not in ("kmeans", "subsample"):
             raise ValueError(f"inducing_init must be 'kmeans' or 'subsample'; got {self.inducing_init!r}.")
         check_positive(self.learning_rate, "learning_rate")
@@ -303,7 +324,8 @@ class SVGP(BaseModel):
                 self.num_validation_ = 0 if validation is None else int(validation[0].shape[0])
             else:
                 batches = memory_batches(X[train_rows], y[train_rows], self.batch_size_, generator)
-            self._report(self._batch_text(num_rows, num_fit_rows, streamed, full_batch))
+            self._report(describe_batches(num_rows, num_fit_rows, self.batch_size_, self.num_validation_, streamed,
+                                          full_batch, FULL_BATCH_ROWS))
             if exact:
                 self._exact_optimum(model, likelihood, pool_X, pool_y)
             else:
@@ -333,8 +355,11 @@ class SVGP(BaseModel):
         started = time.perf_counter()
         family, nu = gp_kernel_family(self.kernel, float(self.nu))
         points = X.shape[0] if every_row else PILOT_POINTS
-        estimate = estimate_kernel_hyperparameters(X, y, kernel=family, nu=nu, max_points=points,
-                                                   seed=int(self.seed), num_restarts=1, ard=bool(self.ard))
+        objective = self.hyperparameter_objective if every_row else "marginal_likelihood"
+        left = None if self.time_budget is None else max(self.time_budget - (started - self._fit_started), 0.0)
+        estimate = estimate_kernel_hyperparameters(X, y, kernel=family, nu=nu, max_points=points, seed=int(self.seed),
+                                                   num_restarts=1, ard=bool(self.ard), objective=objective,
+                                                   time_limit=None if left is None else PILOT_BUDGET_SHARE * left)
         lengthscale = estimate.lengthscale.to(torch.float64)
         if not self.ard:
             lengthscale = lengthscale[:1]
@@ -378,41 +403,18 @@ class SVGP(BaseModel):
         return model, likelihood
 
     # ------------------------------------------------------------------ data for the steps
-    def _batch_text(self, num_rows: int, num_fit_rows: int, streamed: bool, full_batch: bool) -> str:
-        if full_batch:
-            return (f"every step sees all {num_rows} rows (at most {FULL_BATCH_ROWS} rows take full batches): the "
-                    f"ELBO is exact and its plateau is judged on the training rows.")
-        held = (f"{self.num_validation_} rows held out to judge the plateau of the held-out ELBO"
-                if self.num_validation_ else "the plateau judged on the minibatch ELBO (no rows held out)")
-        source = "read chunk by chunk" if streamed else "in random order"
-        return f"minibatches of {self.batch_size_} of {num_fit_rows} rows ({source}); {held}."
-
     # ------------------------------------------------------------------ the steps
     def _exact_optimum(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
                        X: torch.Tensor, y: torch.Tensor) -> None:
-        """Set q to its optimum in one natural-gradient step of size 1 (hyper-parameters and inducing inputs kept).
-
-        Used when the inducing inputs are every distinct training input and the pilot's ML-II saw every row: the
-        ELBO is then tight (Titsias 2009), its optimum over (q, hyper-parameters) is the exact GP's ML-II optimum
-        the pilot found, and optimiser steps could only approach it.
-        """
-        elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X.shape[0])
-        step = gpytorch.optim.NGD(model.variational_parameters(), num_data=X.shape[0], lr=1.0)
-        model.train()
-        likelihood.train()
-        step.zero_grad()
-        loss = -elbo(model(X), y)
-        loss.backward()
-        step.step()
-        self.history_ = [-float(loss.detach())]
-        with torch.no_grad():
-            final = float(elbo(model(X), y))
+        """Set q to its optimum given the pilot's hyper-parameters and inducing inputs (see Notes)."""
+        before, after = set_exact_optimum(model, likelihood, X, y)
+        self.history_ = [before]
         self.validation_elbo_, self.evaluation_seconds_ = [], [time.perf_counter() - self._fit_started]
         self.held_out_log_density_, self.hyperparameter_start_ = [], "pilot"
         self.n_iter_, self.stop_reason_, self.converged_ = 1, "exact_optimum", True
-        self._report(f"the inducing points are every distinct training input and the pilot's ML-II saw every row, so "
-                     f"the ELBO is tight and its optimum is the exact GP's: one natural-gradient step of size 1 set q "
-                     f"to it (ELBO {final:.4f} per row); no further steps.")
+        self._report(f"the inducing points are every distinct training input and the pilot saw every row, so the "
+                     f"ELBO is tight and its optimum over q is the exact GP's posterior: one natural-gradient step of "
+                     f"size 1 set q to it (ELBO {after:.4f} per row); no further steps.")
 
     def _optimisers(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
                     num_fit_rows: int) -> list[torch.optim.Optimizer]:

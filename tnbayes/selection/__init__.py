@@ -2,6 +2,8 @@
 
 * :mod:`~tnbayes.selection.marginal_likelihood` — type-II maximum likelihood of an exact GP with a
   dimension-scaled lengthscale prior, restarts and a collapse check (used by :class:`~tnbayes.ExactGP`);
+* :mod:`~tnbayes.selection.leave_one_out` — an exact GP's leave-one-out predictions in closed form, and the
+  hyper-parameter objective built on them (used by :class:`~tnbayes.SVGP` when its fit is the exact GP's);
 * :mod:`~tnbayes.selection.hyperparameters` — the same fit on a subsample, in the data's units, for the models that
   borrow GP hyper-parameters (CPD, TNKF, TT Kalman);
 * :mod:`~tnbayes.selection.cross_validation` — k-fold CV of exact kernel ridge regression (QTKM, TKM) and of the
@@ -30,6 +32,12 @@ from tnbayes.selection.input_box import (
     check_out_of_box_policy,
     prediction_box,
 )
+from tnbayes.selection.leave_one_out import (
+    leave_one_out_loss,
+    leave_one_out_predictions,
+    leave_one_out_r2,
+    leave_one_out_scores,
+)
 from tnbayes.selection.marginal_likelihood import (
     COLLAPSE_LOO_R2,
     LENGTHSCALE_PRIOR_SCALE,
@@ -41,7 +49,6 @@ from tnbayes.selection.marginal_likelihood import (
     exact_log_marginal_likelihood,
     fit_marginal_likelihood,
     initial_lengthscale,
-    leave_one_out_r2,
     lengthscale_prior_location,
 )
 
@@ -58,5 +65,7 @@ __all__ = [
     # ML-II
     "COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "MarginalLikelihoodFit", "MarginalLikelihoodSettings",
     "build_exact_gp", "build_kernel_and_likelihood", "exact_gpytorch_settings", "exact_log_marginal_likelihood",
-    "fit_marginal_likelihood", "initial_lengthscale", "leave_one_out_r2", "lengthscale_prior_location",
+    "fit_marginal_likelihood", "initial_lengthscale", "lengthscale_prior_location",
+    # leave-one-out
+    "leave_one_out_loss", "leave_one_out_predictions", "leave_one_out_r2", "leave_one_out_scores",
 ]

@@ -1,11 +1,13 @@
 """Kernel hyper-parameters for models that borrow them from an exact GP (CPD, TNKF, TT Kalman).
 
-The estimate is the ML-II of :mod:`tnbayes.selection.marginal_likelihood` on a random subsample, returned in
+The estimate is the ML-II of :mod:`tnbayes.selection.marginal_likelihood` on a random subsample (optionally
+followed by leave-one-out cross-validation, :mod:`tnbayes.selection.leave_one_out`), returned in
 the units of the data it was given.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +38,15 @@ class KernelHyperparameters:
     collapsed : bool
         The fitted GP predicts the subsample no better than its mean, even after the collapse check (see
         :func:`~tnbayes.selection.fit_marginal_likelihood`).
+    objective : {"marginal_likelihood", "leave_one_out"}
+        What the values maximise (see :class:`~tnbayes.selection.MarginalLikelihoodSettings`): ``"leave_one_out"``
+        only when that run took place.
+    skipped : str
+        Why a leave-one-out run that was asked for did not take place ("" when it did or was not asked for).
+    leave_one_out_log_density : float
+        Mean leave-one-out log predictive density on the subsample (standardised targets, nats per point).
+    marginal_likelihood_optimum_log_density : float
+        The same at the ML-II optimum (equal to the above with ``objective="marginal_likelihood"``).
     """
 
     lengthscale: torch.Tensor
@@ -44,6 +55,10 @@ class KernelHyperparameters:
     num_points: int
     num_duplicates: int = 0
     collapsed: bool = False
+    objective: str = "marginal_likelihood"
+    leave_one_out_log_density: float = math.nan
+    marginal_likelihood_optimum_log_density: float = math.nan
+    skipped: str = ""
 
     @property
     def penalty(self) -> float:
@@ -53,8 +68,14 @@ class KernelHyperparameters:
     def describe(self) -> str:
         """One line for ``verbose`` output: where the values come from."""
         text = f"marginal likelihood on {self.num_points} points"
+        if self.objective == "leave_one_out":
+            text = (f"marginal likelihood on {self.num_points} points, then the outputscale, noise and mean by "
+                    f"their leave-one-out log predictive density ({self.marginal_likelihood_optimum_log_density:.3f} "
+                    f"→ {self.leave_one_out_log_density:.3f} nats per point, standardised targets)")
         if self.num_duplicates:
             text += f" ({self.num_duplicates} duplicate records dropped)"
+        if self.skipped:
+            text += f" ({self.skipped})"
         if self.collapsed:
             text += " (collapsed: the fit predicts no better than the mean)"
         return text
@@ -64,7 +85,8 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
                                     max_points: int = 1000, seed: int = 0, num_restarts: int = 1,
                                     ard: bool = True,
                                     lengthscale_lower_bound: float | torch.Tensor | None = None,
-                                    drop_duplicates: bool = True) -> KernelHyperparameters:
+                                    drop_duplicates: bool = True, objective: str = "marginal_likelihood",
+                                    time_limit: float | None = None) -> KernelHyperparameters:
     """Maximise the exact GP marginal likelihood (ARD kernel, GPyTorch) on a random subsample.
 
     Exact duplicate records (same x *and* same y) are dropped first: to ML-II, a repeated record is a
@@ -91,6 +113,11 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         Lower bound of the lengthscales in the units of ``X``.
     drop_duplicates : bool
         Drop exact duplicate (x, y) records before subsampling (default).
+    objective : {"marginal_likelihood", "leave_one_out"}
+        ML-II, or ML-II followed by a run that maximises the leave-one-out log predictive density (see
+        :class:`~tnbayes.selection.MarginalLikelihoodSettings`).
+    time_limit : float, optional
+        Seconds the fit may take before the leave-one-out run stops (ML-II always finishes); None: no limit.
 
     Returns
     -------
@@ -119,7 +146,7 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
     gp_kernel = family
     settings = MarginalLikelihoodSettings(kernel=gp_kernel, nu=smoothness if smoothness is not None else 2.5,
                                           ard=ard, num_restarts=num_restarts, seed=seed,
-                                          lengthscale_lower_bound=bound)
+                                          lengthscale_lower_bound=bound, objective=objective, time_limit=time_limit)
     fit = fit_marginal_likelihood(x_scaler.transform(X), y_scaler.transform(y), settings)
     with torch.no_grad():
         kernel_module = fit.model.covar_module
@@ -128,4 +155,9 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         noise = float(fit.model.likelihood.noise) * float(y_scale) ** 2
     return KernelHyperparameters(lengthscale=lengthscale.to(torch.float64), outputscale=outputscale,
                                  noise_variance=noise, num_points=int(X.shape[0]),
-                                 num_duplicates=int(num_duplicates), collapsed=fit.collapsed)
+                                 num_duplicates=int(num_duplicates), collapsed=fit.collapsed,
+                                 objective="leave_one_out" if fit.leave_one_out_run else "marginal_likelihood",
+                                 skipped=("" if fit.leave_one_out_run or objective != "leave_one_out" else
+                                          "no leave-one-out run: ML-II spent the time limit"),
+                                 leave_one_out_log_density=fit.leave_one_out_log_density,
+                                 marginal_likelihood_optimum_log_density=fit.marginal_likelihood_optimum_log_density)

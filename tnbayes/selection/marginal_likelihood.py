@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -42,11 +43,12 @@ from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
 from tnbayes.basis.spectral import KERNEL_ALIASES
+from tnbayes.selection.leave_one_out import leave_one_out_loss, leave_one_out_r2, leave_one_out_scores
 
 __all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
            "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
            "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale",
-           "leave_one_out_r2", "lengthscale_prior_location"]
+           "lengthscale_prior_location"]
 
 #: standard deviation of the log-normal lengthscale prior (Hvarfner et al. 2024)
 LENGTHSCALE_PRIOR_SCALE = math.sqrt(3.0)
@@ -131,6 +133,15 @@ class MarginalLikelihoodSettings:
         Seed of the random starts and of the screening subsample.
     screen_size : int
         With more records than this, the starts are compared on a random subsample of this size first.
+    objective : {"marginal_likelihood", "leave_one_out"}
+        ``"marginal_likelihood"``: ML-II (MAP-II with the prior). ``"leave_one_out"``: ML-II as above, then one
+        more run from its optimum that keeps the lengthscales and fits the outputscale, the noise variance and the
+        constant mean to the mean leave-one-out log predictive density (with the same prior;
+        :mod:`tnbayes.selection.leave_one_out`).
+    time_limit : float, optional
+        Seconds after the start of the fit that the leave-one-out run may go on to; it ends in its best point so
+        far when they are spent, and does not start when ML-II (which always finishes) has spent them. None: no
+        limit.
     """
 
     kernel: str = "se"
@@ -145,6 +156,8 @@ class MarginalLikelihoodSettings:
     lengthscale_lower_bound: torch.Tensor | None = None
     seed: int = 0
     screen_size: int = 500
+    objective: str = "marginal_likelihood"
+    time_limit: float | None = None
 
     def validate(self) -> None:
         """Raise ``ValueError`` for settings ML-II cannot run with."""
@@ -155,6 +168,10 @@ class MarginalLikelihoodSettings:
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam'; got {self.optimizer!r}.")
         if self.prior not in ("dimension_scaled", None):
             raise ValueError(f"prior must be 'dimension_scaled' or None; got {self.prior!r}.")
+        if self.objective not in ("marginal_likelihood", "leave_one_out"):
+            raise ValueError(f"objective must be 'marginal_likelihood' or 'leave_one_out'; got {self.objective!r}.")
+        if self.time_limit is not None and not float(self.time_limit) >= 0:
+            raise ValueError(f"time_limit must be None or >= 0 seconds; got {self.time_limit!r}.")
         if int(self.max_iter) < 1 or int(self.num_restarts) < 0 or int(self.screen_size) < 2:
             raise ValueError("max_iter must be >= 1, num_restarts >= 0 and screen_size >= 2.")
         if not float(self.noise_lower_bound) > 0:
@@ -170,8 +187,9 @@ class MarginalLikelihoodFit:
     model : gpytorch.models.ExactGP
         The fitted GPyTorch model (in training mode is not guaranteed; call ``.eval()`` before predicting).
     objective : float
-        Negative log marginal likelihood per data point at the optimum, plus the negative log prior density
-        divided by N when a prior is used.
+        The last objective minimised, at the kept optimum: the negative log marginal likelihood per data point
+        (or, with ``settings.objective == "leave_one_out"``, the negative mean leave-one-out log density), plus the
+        negative log prior density divided by N when a prior is used.
     history : list of float
         The final objective of every run (NaN for a failed run), in the order they ran.
     starts : list of str
@@ -180,6 +198,13 @@ class MarginalLikelihoodFit:
         Leave-one-out R² of the kept optimum on the training targets.
     collapsed : bool
         ``loo_r2`` is below :data:`COLLAPSE_LOO_R2`: the fit predicts no better than the mean.
+    leave_one_out_log_density : float
+        Mean leave-one-out log predictive density of the kept optimum (nats per point).
+    marginal_likelihood_optimum_log_density : float
+        The same at the ML-II optimum (before a leave-one-out run; equal to the above without one).
+    leave_one_out_run : bool
+        The leave-one-out run took place (``settings.objective == "leave_one_out"`` and ML-II ended before
+        ``settings.time_limit``).
     """
 
     model: gpytorch.models.ExactGP
@@ -188,6 +213,9 @@ class MarginalLikelihoodFit:
     starts: list[str] = field(default_factory=list)
     loo_r2: float = math.nan
     collapsed: bool = False
+    leave_one_out_log_density: float = math.nan
+    marginal_likelihood_optimum_log_density: float = math.nan
+    leave_one_out_run: bool = False
 
     def noise_fraction(self) -> float:
         """σ² / (σ² + σ_f²) of the kept optimum."""
@@ -329,35 +357,6 @@ def _noise_fraction(model: gpytorch.models.ExactGP) -> float:
     return noise / (noise + signal)
 
 
-def leave_one_out_r2(model: gpytorch.models.ExactGP) -> float:
-    """Leave-one-out R² of an exact GP on its training targets, ``1 − Σ r_i² / Σ (y_i − ȳ)²``.
-
-    The leave-one-out residuals of a GP are exact in closed form: ``r_i = [K⁻¹(y − m)]_i / [K⁻¹]_ii`` with K the
-    kernel matrix plus noise (Rasmussen & Williams 2006, eq. 5.12). One O(N³) inverse.
-
-    Parameters
-    ----------
-    model : gpytorch.models.ExactGP
-        A model built by :func:`build_exact_gp`.
-
-    Returns
-    -------
-    float
-        1 for perfect leave-one-out predictions, about 0 for predicting the mean, negative for worse.
-    """
-    X, y = model.train_inputs[0], model.train_targets
-    with torch.no_grad(), exact_gpytorch_settings():
-        K = model.covar_module(X).to_dense()
-        K = K + float(model.likelihood.noise) * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
-        factor, info = torch.linalg.cholesky_ex(K)
-        if int(info) != 0:
-            return math.nan
-        inverse = torch.cholesky_inverse(factor)
-        residuals = (inverse @ (y - model.mean_module.constant)) / inverse.diagonal()
-        spread = ((y - y.mean()) ** 2).sum()
-    return float(1.0 - (residuals**2).sum() / spread) if float(spread) > 0 else 0.0
-
-
 def _collapsed(model: gpytorch.models.ExactGP) -> bool:
     r2 = leave_one_out_r2(model)
     return not r2 >= COLLAPSE_LOO_R2  # NaN (singular matrix) counts as collapsed
@@ -397,20 +396,36 @@ def _run_optimizer(settings: MarginalLikelihoodSettings, params: list[torch.nn.P
         opt.step()
 
 
-def _optimise(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettings) -> float:
-    """Minimise the objective from the current values; returns its final value.
+class _OutOfTime(Exception):
+    """The run's time limit was reached."""
+
+
+def _optimise(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettings,
+              objective: Callable[[gpytorch.models.ExactGP], torch.Tensor] | None = None,
+              deadline: float | None = None) -> float:
+    """Minimise ``objective(model)`` (default: the negative log marginal likelihood per point, with the prior)
+    from the current values; returns its final value.
 
     Aggressive line-search steps can reach hyper-parameters whose kernel matrix is numerically singular; such an
-    evaluation is abandoned and the run ends at the best point seen so far.
+    evaluation is abandoned and the run ends at the best point seen so far, as it does before an evaluation that
+    would end after ``deadline`` (a ``time.perf_counter()`` value; judged by the duration of the last one).
     """
     model.train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     X, y = model.train_inputs[0], model.train_targets
+    if objective is None:
+        def objective(target: gpytorch.models.ExactGP) -> torch.Tensor:
+            return -mll(target(X), y)
     params = [p for p in model.parameters() if p.requires_grad]
     best = {"loss": math.inf, "state": copy.deepcopy(model.state_dict())}
+    previous_start = [time.perf_counter()]
 
     def loss_fn() -> torch.Tensor:
-        loss = -mll(model(X), y)
+        now = time.perf_counter()  # an evaluation (with its gradient) took about now - previous_start
+        if deadline is not None and 2 * now - previous_start[0] > deadline:
+            raise _OutOfTime
+        previous_start[0] = now
+        loss = objective(model)
         if torch.isfinite(loss) and float(loss.detach()) < best["loss"]:
             best["loss"], best["state"] = float(loss.detach()), copy.deepcopy(model.state_dict())
         return loss
@@ -420,11 +435,11 @@ def _optimise(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettin
             # jitter added during line-search probes is expected; the final fit is checked by the caller
             warnings.simplefilter("ignore", NumericalWarning)
             _run_optimizer(settings, params, loss_fn)
-    except (NotPSDError, NanError):  # a probe step left the region of usable hyper-parameters
+    except (NotPSDError, NanError, _OutOfTime):  # a probe left the usable hyper-parameters, or time ran out
         pass
     model.load_state_dict(best["state"])
     with torch.no_grad():
-        return float(-mll(model(X), y))
+        return float(objective(model))
 
 
 def _starts(X: torch.Tensor, settings: MarginalLikelihoodSettings,
@@ -448,7 +463,10 @@ def fit_marginal_likelihood(X: torch.Tensor, y: torch.Tensor, settings: Marginal
 
     With more than ``settings.screen_size`` records and several starts, every start is first optimised on a random
     subsample of ``screen_size`` records (each step costs O(n³)), and only the best of them is then optimised on
-    all records. The collapse check runs on all records.
+    all records. The collapse check runs on all records. With ``settings.objective == "leave_one_out"`` one more
+    run starts from the kept ML-II optimum and, with the lengthscales kept, maximises the mean leave-one-out log
+    predictive density over the outputscale, the noise variance and the constant mean (it keeps the ML-II values
+    if no point it reaches is better; see ``settings.time_limit``).
 
     Parameters
     ----------
@@ -471,6 +489,7 @@ def fit_marginal_likelihood(X: torch.Tensor, y: torch.Tensor, settings: Marginal
         If every run failed (the kernel matrix was singular even at the starting values).
     """
     settings.validate()
+    started = time.perf_counter()
     generator = torch.Generator().manual_seed(int(settings.seed))
     starts = _starts(X, settings, generator)
     model = build_exact_gp(X, y, settings)
@@ -523,9 +542,24 @@ def fit_marginal_likelihood(X: torch.Tensor, y: torch.Tensor, settings: Marginal
         raise RuntimeError("Every ML-II optimiser run failed; check the data for duplicates or raise "
                            "noise_lower_bound.")
     model.load_state_dict(best["state"])
-    model.eval()
     result.objective = float(best["loss"])
-    result.loo_r2 = leave_one_out_r2(model)
+    deadline = None if settings.time_limit is None else started + float(settings.time_limit)
+    if settings.objective == "leave_one_out" and (deadline is None or time.perf_counter() < deadline):
+        result.marginal_likelihood_optimum_log_density = leave_one_out_scores(model)[1]
+        lengthscale = model.covar_module.base_kernel.raw_lengthscale
+        lengthscale.requires_grad_(False)
+        try:
+            with exact_gpytorch_settings():
+                result.objective = _optimise(model, settings, leave_one_out_loss, deadline)
+        finally:
+            lengthscale.requires_grad_(True)
+        result.history.append(result.objective)
+        result.starts.append("ML-II optimum, leave-one-out density over the scales and the mean")
+        result.leave_one_out_run = True
+    model.eval()
+    result.loo_r2, result.leave_one_out_log_density = leave_one_out_scores(model)
+    if not result.leave_one_out_run:
+        result.marginal_likelihood_optimum_log_density = result.leave_one_out_log_density
     result.collapsed = not result.loo_r2 >= COLLAPSE_LOO_R2
     return result
 
