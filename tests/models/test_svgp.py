@@ -15,6 +15,7 @@ from tnbayes.data import ChunkedData
 from tnbayes.inference.budget import BudgetWarning
 from tnbayes.models.registry import make_model
 from tnbayes.models.svgp import FULL_BATCH_ROWS
+from tnbayes.selection import estimate_kernel_hyperparameters
 from tnbayes.selection.marginal_likelihood import NOISE_PRIOR_LOCATION, NOISE_PRIOR_SCALE
 
 
@@ -113,6 +114,19 @@ def test_exact_fit_takes_the_scales_that_predict_each_row_best_from_the_others()
     assert objective(default) > objective(marginal) + 0.005
     assert any("leave-one-out" in line for line in default.fit_report_)
     assert not any("leave-one-out" in line for line in marginal.fit_report_)
+
+
+def test_prior_none_applies_to_the_pilot_too():
+    """SVGP(prior=None) takes its start from ML-II without hyper-priors (the selection layer's, checked here), not from
+    the prior'd fit of SVGP()."""
+    X, y = _data(60)
+    plain = tnbayes.SVGP(prior=None, hyperparameter_objective="marginal_likelihood").fit(X, y)
+    with_prior = tnbayes.SVGP(hyperparameter_objective="marginal_likelihood").fit(X, y)
+    estimate = estimate_kernel_hyperparameters(torch.as_tensor(X), torch.as_tensor(y), max_points=60, seed=0,
+                                               num_restarts=1, prior=None)
+    in_standard_units = estimate.lengthscale / plain.x_scaler_.scale_.reshape(-1)
+    torch.testing.assert_close(plain.lengthscale_, in_standard_units, rtol=1e-10, atol=0)
+    assert not torch.allclose(plain.lengthscale_, with_prior.lengthscale_, rtol=1e-3)
 
 
 def test_minibatches_hold_out_rows_and_stop_on_the_held_out_elbo():

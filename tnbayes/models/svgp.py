@@ -60,8 +60,7 @@ __all__ = ["SVGP"]
 DEFAULT_MAX_INDUCING = 512
 #: fewest inducing points the time budget may reduce the automatic choice to
 MIN_INDUCING = 32
-#: with at most this many training rows and ``batch_size="auto"``, every step sees every row (the ELBO and its
-#: gradient are then exact, and the plateau is judged on the training ELBO: no rows are held out)
+#: up to this many training rows and ``batch_size="auto"``, every step sees every row (an exact ELBO; none held out)
 FULL_BATCH_ROWS = 2048
 #: rows per minibatch with ``batch_size="auto"`` above :data:`FULL_BATCH_ROWS`
 DEFAULT_BATCH_SIZE = 1024
@@ -99,9 +98,9 @@ class SVGP(BaseModel):
     """Stochastic variational GP regression (GPyTorch ``ApproximateGP``) with an ARD SE or Matérn kernel.
 
     With no arguments the fit chooses, from the data and ``time_budget``: up to :data:`EXACT_INDUCING_ROWS` rows
-    (full batches), every distinct training input as an inducing point, the lengthscales of ML-II of an exact GP on
-    every row and the scales (outputscale, noise, mean) that predict each row best from the others
-    (leave-one-out), which makes the fit the exact GP's at those hyper-parameters (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
+    (full batches), every distinct training input as an inducing point, ML-II's lengthscales of an exact GP on every
+    row and the scales (outputscale, noise, mean) that predict each row best from the others (leave-one-out): the
+    exact GP's fit at those values (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
     rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and GPyTorch's standard start),
     :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps
     at that size), their places (k-means), minibatches, when to stop (a plateau of the held-out ELBO, or the
@@ -162,7 +161,7 @@ class SVGP(BaseModel):
     time_budget : float or None
         Seconds the whole fit may take (pilot, k-means, steps); the steps stop when it is spent. None: no limit.
     prior : {"dimension_scaled", None}
-        The weak log-normal hyper-priors of :class:`~tnbayes.ExactGP`, or none.
+        The weak log-normal hyper-priors of :class:`~tnbayes.ExactGP` (in the pilot and in the steps), or none.
     noise_lower_bound : float
         Lower bound of the noise variance on the standardised scale.
     seed : int
@@ -358,7 +357,8 @@ class SVGP(BaseModel):
         objective = self.hyperparameter_objective if every_row else "marginal_likelihood"
         left = None if self.time_budget is None else max(self.time_budget - (started - self._fit_started), 0.0)
         estimate = estimate_kernel_hyperparameters(X, y, kernel=family, nu=nu, max_points=points, seed=int(self.seed),
-                                                   num_restarts=1, ard=bool(self.ard), objective=objective,
+                                                   num_restarts=1, ard=bool(self.ard), prior=self.prior,
+                                                   objective=objective,
                                                    time_limit=None if left is None else PILOT_BUDGET_SHARE * left)
         lengthscale = estimate.lengthscale.to(torch.float64)
         if not self.ard:

@@ -83,7 +83,7 @@ class KernelHyperparameters:
 
 def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel: str = "se", nu: float | None = None,
                                     max_points: int = 1000, seed: int = 0, num_restarts: int = 1,
-                                    ard: bool = True,
+                                    ard: bool = True, prior: str | None = "dimension_scaled",
                                     lengthscale_lower_bound: float | torch.Tensor | None = None,
                                     drop_duplicates: bool = True, objective: str = "marginal_likelihood",
                                     time_limit: float | None = None) -> KernelHyperparameters:
@@ -109,6 +109,8 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         Extra optimiser runs from random starting values.
     ard : bool
         One lengthscale per input (default) or one shared lengthscale (returned repeated D times).
+    prior : {"dimension_scaled", None}
+        The hyper-priors of :class:`~tnbayes.selection.MarginalLikelihoodSettings`, or none.
     lengthscale_lower_bound : float or torch.Tensor of shape (D,), optional
         Lower bound of the lengthscales in the units of ``X``.
     drop_duplicates : bool
@@ -145,7 +147,7 @@ def estimate_kernel_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, kernel:
         bound = bound if ard else bound.max().reshape(1, 1)
     gp_kernel = family
     settings = MarginalLikelihoodSettings(kernel=gp_kernel, nu=smoothness if smoothness is not None else 2.5,
-                                          ard=ard, num_restarts=num_restarts, seed=seed,
+                                          ard=ard, prior=prior, num_restarts=num_restarts, seed=seed,
                                           lengthscale_lower_bound=bound, objective=objective, time_limit=time_limit)
     fit = fit_marginal_likelihood(x_scaler.transform(X), y_scaler.transform(y), settings)
     with torch.no_grad():
