@@ -191,7 +191,7 @@ def test_start_race_keeps_the_start_that_predicts_the_held_out_rows_better():
     race = [line for line in model.fit_report_ if line.startswith("start race")]
     assert len(race) == 1
     densities = {label: float(value) for label, value in re.findall(r"(\w+) start (-?[\d.]+) after", race[0])}
-    assert set(densities) == {"pilot", "standard"}
+    assert set(densities) == {"pilot", "collapsed"}
     assert model.hyperparameter_start_ == max(densities, key=densities.get)
     assert len(model.held_out_log_density_) == len(model.validation_elbo_) >= 4
     # the winner's best is the best of all evaluations (it beat the loser's best), and the fit ends in that state:
@@ -203,10 +203,11 @@ def test_start_race_keeps_the_start_that_predicts_the_held_out_rows_better():
     else:
         assert model.held_out_log_density_[-1] == best
     # one start only: no race
-    for start in ("pilot", "standard"):
+    for start in ("pilot", "collapsed", "standard"):
         single = tnbayes.SVGP(num_inducing=64, max_iter=120, time_budget=None, hyperparameter_start=start).fit(X, y)
         assert single.hyperparameter_start_ == start
         assert not any(line.startswith("start race") for line in single.fit_report_)
+        assert start != "collapsed" or any("collapsed bound (SGPR)" in line for line in single.fit_report_)
 
 
 def test_chunked_fit_matches_the_in_memory_fit():
@@ -322,3 +323,25 @@ def test_bad_settings_raise_clear_errors(settings, match):
     X, y = _data(20)
     with pytest.raises(ValueError, match=match):
         tnbayes.SVGP(**settings).fit(X, y)
+
+
+def test_a_broken_inducing_kernel_ends_the_run_instead_of_the_fit():
+    """Nearly coincident inducing inputs, a huge lengthscale and outputscale: the kernel matrix of the inducing
+    inputs is not positive definite even with GPyTorch's jitter; a step then returns NaN without a step and marks
+    the run failed, and the held-out evaluation returns -inf (SVGP's loop then ends with stop_reason_ 'numerical' in
+    its best held-out state)."""
+    from tnbayes.models._svgp_steps import OptimisationRun, VariationalGP
+    from tnbayes.selection import MarginalLikelihoodSettings, build_kernel_and_likelihood
+
+    X = torch.as_tensor(_data(200)[0])
+    y = torch.as_tensor(_data(200)[1])
+    kernel, likelihood = build_kernel_and_likelihood(X, MarginalLikelihoodSettings())
+    inducing = X[:1].repeat(40, 1) + 1e-9 * torch.randn(40, 2, dtype=torch.float64)
+    model = VariationalGP(inducing, kernel, True, True).double()
+    with torch.no_grad():
+        kernel.base_kernel.lengthscale = torch.full((1, 2), 1e6, dtype=torch.float64)
+        kernel.outputscale = torch.tensor(1e14, dtype=torch.float64)
+    run = OptimisationRun.start("pilot", model, likelihood, 200,
+                                lambda m, lik, n: [torch.optim.Adam(list(m.parameters()) + list(lik.parameters()))])
+    assert math.isnan(run.step(X, y)) and run.failed and run.steps == 0
+    assert run.evaluate_held_out(X, y) == (-math.inf, -math.inf)

@@ -16,15 +16,20 @@ from typing import Any
 
 import gpytorch
 import torch
+from linear_operator.utils.errors import NotPSDError
 
+from tnbayes.inference.budget import format_seconds
 from tnbayes.metrics import nlpd
+from tnbayes.models._svgp_data import place_inducing
+from tnbayes.selection.collapsed_bound import fit_collapsed_bound
+from tnbayes.selection.marginal_likelihood import MarginalLikelihoodSettings
 
 #: log 2 = softplus(0): GPyTorch's initial lengthscale, outputscale and noise (standardised units), the values a
 #: hand-written GPyTorch SVGP starts from
 STANDARD_START_VALUE = math.log(2.0)
 
 
-def standard_start(num_lengthscales: int, mean: float) -> dict[str, Any]:
+def standard_start(num_lengthscales: int, mean: float) -> tuple[dict[str, Any], str]:
     """GPyTorch's default start of (ℓ, σ_f², σ²) on standardised data, with the constant mean at ``mean``.
 
     Parameters
@@ -36,12 +41,52 @@ def standard_start(num_lengthscales: int, mean: float) -> dict[str, Any]:
 
     Returns
     -------
-    dict
+    start : dict
         ``lengthscale`` (num_lengthscales,), ``outputscale``, ``noise``, ``mean``, ``saw_every_row`` (False).
+    text : str
+        A phrase for the fit report.
     """
-    return {"lengthscale": torch.full((num_lengthscales,), STANDARD_START_VALUE, dtype=torch.float64),
-            "outputscale": STANDARD_START_VALUE, "noise": STANDARD_START_VALUE, "mean": float(mean),
-            "saw_every_row": False}
+    start = {"lengthscale": torch.full((num_lengthscales,), STANDARD_START_VALUE, dtype=torch.float64),
+             "outputscale": STANDARD_START_VALUE, "noise": STANDARD_START_VALUE, "mean": float(mean),
+             "saw_every_row": False}
+    return start, (f"GPyTorch's defaults (log 2 = {STANDARD_START_VALUE:.3f} for every lengthscale, the outputscale "
+                   "and the noise)")
+
+
+def collapsed_start(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoodSettings, seed: int, *,
+                    max_points: int, num_inducing: int, steps: int, learning_rate: float) -> tuple[dict[str, Any], str]:
+    """Start of (ℓ, σ_f², σ², c) from the collapsed bound (:func:`~tnbayes.selection.fit_collapsed_bound`) on at
+    most ``max_points`` random rows with ``num_inducing`` k-means centres, and a phrase for the fit report.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (N, D)
+        Standardised training inputs.
+    y : torch.Tensor of shape (N,)
+        Standardised training targets.
+    settings : MarginalLikelihoodSettings
+    seed : int
+    max_points, num_inducing, steps : int
+    learning_rate : float
+
+    Returns
+    -------
+    start : dict
+        ``{"lengthscale", "outputscale", "noise", "mean", "saw_every_row": False}``.
+    text : str
+    """
+    generator = torch.Generator().manual_seed(seed)
+    rows = torch.randperm(X.shape[0], generator=generator)[:max_points].to(X.device)
+    distinct = torch.unique(X[rows], dim=0)
+    inducing = distinct if distinct.shape[0] <= num_inducing else place_inducing(
+        distinct, num_inducing, "kmeans", seed, generator, "")[0]
+    fit = fit_collapsed_bound(X[rows], y[rows], inducing, settings, steps=steps, learning_rate=learning_rate)
+    start = {"lengthscale": fit.lengthscale.to(torch.float64), "outputscale": fit.outputscale,
+             "noise": max(fit.noise_variance, 2.0 * float(settings.noise_lower_bound)), "mean": fit.mean,
+             "saw_every_row": False}
+    text = (f"{steps} Adam steps of the collapsed bound (SGPR) on {fit.num_points} rows with {inducing.shape[0]} "
+            f"inducing inputs, from GPyTorch's defaults (bound {fit.bound:.4f} per row)")
+    return start, text
 
 
 def held_out_log_density(model: gpytorch.models.ApproximateGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
@@ -120,6 +165,8 @@ class OptimisationRun:
     best_log_density : float
         Best held-out log predictive density per row so far, reached after ``best_step`` of this run's steps;
         ``best_state`` holds the model's and likelihood's state then.
+    failed : bool
+        The kernel matrix of the inducing inputs stopped being positive definite: the run can take no more steps.
     """
 
     label: str
@@ -133,6 +180,7 @@ class OptimisationRun:
     best_log_density: float = -math.inf
     best_step: int = 0
     best_state: tuple[dict, dict] | None = field(default=None, repr=False)
+    failed: bool = False
 
     @classmethod
     def start(cls, label: str, model: gpytorch.models.ApproximateGP,
@@ -145,15 +193,34 @@ class OptimisationRun:
         return cls(label, model, likelihood, elbo, optimisers(model, likelihood, num_fit_rows))
 
     def step(self, X: torch.Tensor, y: torch.Tensor) -> float:
-        """One optimiser step on the minibatch ``(X (B, D), y (B,))``; returns its ELBO per row before the step."""
+        """One optimiser step on the minibatch ``(X (B, D), y (B,))``; returns its ELBO per row before the step, or
+        NaN without a step (and ``failed`` set) when the kernel matrix of the inducing inputs is not positive
+        definite even with GPyTorch's jitter."""
         for optimiser in self.optimisers:
             optimiser.zero_grad()
-        loss = -self.elbo(self.model(X), y)
+        try:
+            loss = -self.elbo(self.model(X), y)
+        except NotPSDError:
+            self.failed = True
+            return math.nan
         loss.backward()
         for optimiser in self.optimisers:
             optimiser.step()
         self.steps += 1
         return -float(loss.detach())
+
+    def evaluate_held_out(self, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """The held-out ELBO per row and log predictive density per row of ``(X (n, D), y (n,))``; the state is kept
+        when the density is the best so far (:meth:`record_log_density`)."""
+        try:
+            with torch.no_grad():
+                value = float(self.elbo(self.model(X), y))
+            density = held_out_log_density(self.model, self.likelihood, X, y)
+        except NotPSDError:  # as in step
+            self.failed = True
+            return -math.inf, -math.inf
+        self.record_log_density(density)
+        return value, density
 
     def record_log_density(self, value: float) -> None:
         """Keep a copy of the current state when ``value`` (held-out log density per row) is the best so far."""
@@ -214,10 +281,10 @@ def race_winner(runs: list[OptimisationRun]) -> tuple[OptimisationRun, str]:
 
 
 def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float, steps_wanted: int,
-                   min_inducing: int, seed: int) -> torch.Tensor | None:
+                   min_inducing: int, seed: int) -> tuple[torch.Tensor | None, str]:
     """A random subsample of the inducing inputs (m, D) small enough for ``steps_wanted`` steps in
     ``seconds_left`` (a minibatch step's cost grows like m²), or None when the current m fits or is at most
-    ``min_inducing``.
+    ``min_inducing``; with a sentence for the fit report ("" with None).
 
     Parameters
     ----------
@@ -233,14 +300,17 @@ def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float,
 
     Returns
     -------
-    torch.Tensor of shape (m', D) with m' < m, or None
+    smaller : torch.Tensor of shape (m', D) with m' < m, or None
+    text : str
     """
     m = inducing.shape[0]
     if per_step * steps_wanted <= seconds_left or m <= min_inducing:
-        return None
+        return None, ""
     affordable = max(seconds_left, 0.0) / steps_wanted
     smaller = max(min_inducing, int(m * math.sqrt(max(affordable / per_step, 1e-6))))
     if smaller >= m:
-        return None
+        return None, ""
     rows = torch.randperm(m, generator=torch.Generator().manual_seed(seed))[:smaller].to(inducing.device)
-    return inducing[rows].clone()
+    return inducing[rows].clone(), (f"the time budget lowers the inducing points from {m} to {smaller}: a step took "
+                                    f"{format_seconds(per_step)}, and {steps_wanted} steps must fit in the "
+                                    f"{format_seconds(seconds_left)} left")

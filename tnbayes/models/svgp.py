@@ -35,16 +35,8 @@ from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
 from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, streamed_batches,
                                        streamed_validation)
-from tnbayes.models._svgp_steps import (
-    STANDARD_START_VALUE,
-    OptimisationRun,
-    VariationalGP,
-    fewer_inducing,
-    held_out_log_density,
-    race_winner,
-    set_exact_optimum,
-    standard_start,
-)
+from tnbayes.models._svgp_steps import (OptimisationRun, VariationalGP, collapsed_start, fewer_inducing, race_winner,
+                                       set_exact_optimum, standard_start)
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -71,7 +63,7 @@ MINIBATCH_NATURAL_LEARNING_RATE = 0.1
 #: steps between two evaluations of the plateau criterion
 EVALUATION_INTERVAL = 50
 #: where the kernel hyper-parameters start (see the ``hyperparameter_start`` parameter)
-HYPERPARAMETER_STARTS = ("auto", "pilot", "standard")
+HYPERPARAMETER_STARTS = ("auto", "pilot", "collapsed", "standard")
 #: what the kernel hyper-parameters maximise when the fit is the exact GP's (see ``hyperparameter_objective``)
 HYPERPARAMETER_OBJECTIVES = ("leave_one_out", "marginal_likelihood")
 #: steps each start takes in the start race of ``hyperparameter_start="auto"``
@@ -80,6 +72,8 @@ RACE_STEPS = 2 * EVALUATION_INTERVAL
 MAX_VALIDATION_ROWS = 2000
 #: rows of the exact-GP pilot whose ML-II estimate starts the kernel hyper-parameters
 PILOT_POINTS = 500
+#: the collapsed-bound start: at most this many rows and inducing inputs, Adam steps and their learning rate
+COLLAPSED_START = {"max_points": 2000, "num_inducing": 256, "steps": 100, "learning_rate": 0.05}
 #: share of the time budget after which the pilot's leave-one-out run stops (the exact GP's q costs about as much)
 PILOT_BUDGET_SHARE = 0.5
 #: with ``num_inducing="auto"``, full batches and at most this many distinct training inputs, every distinct input
@@ -101,7 +95,7 @@ class SVGP(BaseModel):
     (full batches), every distinct training input as an inducing point, ML-II's lengthscales of an exact GP on every
     row and the scales (outputscale, noise, mean) that predict each row best from the others (leave-one-out): the
     exact GP's fit at those values (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
-    rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and GPyTorch's standard start),
+    rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and the collapsed bound on more rows),
     :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps
     at that size), their places (k-means), minibatches, when to stop (a plateau of the held-out ELBO, or the
     budget) and which state to keep (the best on the held-out rows).
@@ -135,12 +129,14 @@ class SVGP(BaseModel):
         Step size of the natural-gradient updates. 1 is a full step to q's optimum given the rest (exact for a
         Gaussian likelihood with full batches); ``"auto"``: 1 with full batches, 0.1 with minibatches (whose
         gradients are noisy; GPyTorch's recommended value).
-    hyperparameter_start : {"auto", "pilot", "standard"}
+    hyperparameter_start : {"auto", "pilot", "collapsed", "standard"}
         Where the kernel hyper-parameters start when the fit takes steps: ``"pilot"``, ML-II of an exact GP on
-        :data:`PILOT_POINTS` rows; ``"standard"``, GPyTorch's defaults on standardised data (log 2 for every
-        lengthscale, the outputscale and the noise), a hand-written GPyTorch SVGP's start; ``"auto"`` (default),
-        with held-out rows both take :data:`RACE_STEPS` steps and the start whose held-out rows are predicted better
-        goes on (the pilot's without). Ignored when the fit is the exact GP's (see Notes).
+        :data:`PILOT_POINTS` rows; ``"collapsed"``, Adam steps of the collapsed bound (SGPR,
+        :mod:`tnbayes.selection.collapsed_bound`) on more rows (:data:`COLLAPSED_START`); ``"standard"``, GPyTorch's
+        defaults on standardised data (log 2 everywhere), a hand-written GPyTorch SVGP's start; ``"auto"``
+        (default), with held-out rows the pilot and the collapsed start take :data:`RACE_STEPS` steps each and the
+        one whose held-out rows are predicted better goes on (the pilot without). Ignored when the fit is the exact
+        GP's (see Notes).
     hyperparameter_objective : {"leave_one_out", "marginal_likelihood"}
         What the kernel hyper-parameters maximise when the fit is the exact GP's (see Notes):
         ``"leave_one_out"`` (default), ML-II's lengthscales with the outputscale, noise and mean that maximise the
@@ -193,13 +189,14 @@ class SVGP(BaseModel):
     held_out_log_density_ : list of float
         Held-out log predictive density per row at every evaluation (empty when no rows are held out).
     hyperparameter_start_ : str
-        The start the fitted state comes from (``"pilot"`` or ``"standard"``).
+        The start the fitted state comes from (``"pilot"``, ``"collapsed"`` or ``"standard"``).
     evaluation_seconds_ : list of float
         Seconds since ``fit`` started at every evaluation (every :data:`EVALUATION_INTERVAL` steps and the last).
     num_validation_ : int
         Rows held out.
     stop_reason_ : str
-        ``"plateau"``, ``"max_iter"``, ``"time_budget"``, or ``"exact_optimum"`` (see Notes).
+        ``"plateau"``, ``"max_iter"``, ``"time_budget"``, ``"exact_optimum"`` (see Notes) or ``"numerical"`` (the
+        kernel matrix of the inducing inputs stopped being positive definite; the best held-out state is kept).
     converged_ : bool
         The plateau criterion ended the steps (or the exact optimum was set).
 
@@ -222,8 +219,7 @@ class SVGP(BaseModel):
                  inducing_init: str = "kmeans", learn_inducing: bool = True, batch_size: int | str = "auto",
                  max_iter: int | str = "auto", learning_rate: float = 0.01, natural_gradient: bool = True,
                  natural_learning_rate: float | str = "auto", hyperparameter_start: str = "auto",
-                 hyperparameter_objective: str = "leave_one_out",
-                 validation_fraction: float = 0.1, patience: int = 5,
+                 hyperparameter_objective: str = "leave_one_out", validation_fraction: float = 0.1, patience: int = 5,
                  tol: float = 1e-4, time_budget: float | None = 60.0, prior: str | None = "dimension_scaled",
                  noise_lower_bound: float = 1e-6, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -249,12 +245,10 @@ class SVGP(BaseModel):
         auto_or_positive_int(self.num_inducing, "num_inducing")
         auto_or_positive_int(self.batch_size, "batch_size")
         auto_or_positive_int(self.max_iter, "max_iter")
-        if self.hyperparameter_start not in HYPERPARAMETER_STARTS:
-            raise ValueError(f"hyperparameter_start must be one of {HYPERPARAMETER_STARTS}; got "
-                             f"{self.hyperparameter_start!r}.")
-        if self.hyperparameter_objective not in HYPERPARAMETER_OBJECTIVES:
-            raise ValueError(f"hyperparameter_objective must be one of {HYPERPARAMETER_OBJECTIVES}; got "
-                             f"{self.hyperparameter_objective!r}.")
+        for name, allowed in (("hyperparameter_start", HYPERPARAMETER_STARTS),
+                              ("hyperparameter_objective", HYPERPARAMETER_OBJECTIVES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}; got {getattr(self, name)!r}.")
         if self.inducing_init not in ("kmeans", "subsample"):
             raise ValueError(f"inducing_init must be 'kmeans' or 'subsample'; got {self.inducing_init!r}.")
         check_positive(self.learning_rate, "learning_rate")
@@ -284,7 +278,8 @@ class SVGP(BaseModel):
         streamed = isinstance(X, StreamedRows)
         num_rows = X.num_rows if streamed else int(X.shape[0])
         generator = torch.Generator().manual_seed(int(self.seed))
-        batch_size = self._choose_batch_size(num_rows, streamed)
+        batch_size = (int(self.batch_size) if self.batch_size != "auto" else
+                      num_rows if num_rows <= FULL_BATCH_ROWS and not streamed else DEFAULT_BATCH_SIZE)
         full_batch = not streamed and batch_size >= num_rows
         if streamed:
             pool_X, pool_y = sample
@@ -305,10 +300,8 @@ class SVGP(BaseModel):
             torch.manual_seed(int(self.seed))
             distinct = torch.unique(pool_X, dim=0)
             exact_plan = full_batch and self.num_inducing == "auto" and distinct.shape[0] <= EXACT_INDUCING_ROWS
-            if self.hyperparameter_start == "standard" and not exact_plan:
-                start = standard_start(pool_X.shape[1] if self.ard else 1, float(pool_y.mean()))
-                self._report(f"kernel hyper-parameters start from GPyTorch's defaults (log 2 = {STANDARD_START_VALUE:.3f} "
-                             f"for every lengthscale, the outputscale and the noise; hyperparameter_start='standard').")
+            if self.hyperparameter_start in ("collapsed", "standard") and not exact_plan:
+                start = self._unpiloted_start(self.hyperparameter_start, pool_X, pool_y)
             else:
                 start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
             inducing, how = self._initial_inducing(distinct, generator, every_input=exact_plan)
@@ -328,14 +321,10 @@ class SVGP(BaseModel):
             if exact:
                 self._exact_optimum(model, likelihood, pool_X, pool_y)
             else:
-                model, likelihood = self._train(model, likelihood, batches, validation, num_fit_rows, pool_X, start)
+                model, likelihood = self._train(model, likelihood, batches, validation, num_fit_rows,
+                                                (pool_X, pool_y), start)
         self.gp_, self.likelihood_ = model.eval(), likelihood.eval()
         self._read_fitted_values()
-
-    def _choose_batch_size(self, num_rows: int, streamed: bool) -> int:
-        if self.batch_size != "auto":
-            return int(self.batch_size)
-        return num_rows if (num_rows <= FULL_BATCH_ROWS and not streamed) else DEFAULT_BATCH_SIZE
 
     def _split_validation(self, X: torch.Tensor, y: torch.Tensor, num_rows: int, full_batch: bool,
                           generator: torch.Generator) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
@@ -371,6 +360,14 @@ class SVGP(BaseModel):
                 "noise": max(estimate.noise_variance, 2.0 * float(self.noise_lower_bound)),
                 "mean": float(y.mean()),
                 "saw_every_row": estimate.num_points + estimate.num_duplicates == X.shape[0]}
+
+    def _unpiloted_start(self, label: str, X: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+        """The ``"standard"`` or the ``"collapsed"`` start of the kernel hyper-parameters (``hyperparameter_start``)."""
+        started = time.perf_counter()
+        start, text = (standard_start(X.shape[1] if self.ard else 1, float(y.mean())) if label == "standard" else
+                       collapsed_start(X, y, self._settings(), int(self.seed) + 2, **COLLAPSED_START))
+        self._report(f"kernel hyper-parameters start from {text} ({format_seconds(time.perf_counter() - started)}).")
+        return start
 
     def _initial_inducing(self, distinct: torch.Tensor, generator: torch.Generator, *,
                           every_input: bool = False) -> tuple[torch.Tensor, str]:
@@ -429,25 +426,32 @@ class SVGP(BaseModel):
                                  lr=float(self.learning_rate))]
 
     def _train(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood, batches,
-               validation: tuple[torch.Tensor, torch.Tensor] | None, num_fit_rows: int, pool_X: torch.Tensor,
-               start: dict[str, Any]) -> tuple[VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
+               validation: tuple[torch.Tensor, torch.Tensor] | None, num_fit_rows: int,
+               pool: tuple[torch.Tensor, torch.Tensor], start: dict[str, Any]) -> tuple[VariationalGP, Any]:
         """Optimise the ELBO until the plateau, ``max_iter`` or the time budget; reduces an automatic m first when
         the timed steps show the budget cannot pay :data:`MIN_BUDGET_STEPS` of them. With held-out rows and
-        ``hyperparameter_start="auto"``, the pilot's start and the standard start race for :data:`RACE_STEPS` steps
-        each and the better on the held-out rows goes on; its best state on them is restored at the end."""
+        ``hyperparameter_start="auto"``, the pilot's start and the collapsed start race for :data:`RACE_STEPS` steps
+        each (the second sooner if the first breaks down) and the better on the held-out rows goes on; its best state
+        on them is restored at the end."""
         max_steps = DEFAULT_MAX_STEPS if self.max_iter == "auto" else int(self.max_iter)
         budget = None if self.time_budget is None else float(self.time_budget)
         racing = self.hyperparameter_start == "auto" and validation is not None and max_steps >= 4 * RACE_STEPS
         initial_inducing = model.variational_strategy.inducing_points.detach().clone()
-        run = OptimisationRun.start("standard" if self.hyperparameter_start == "standard" else "pilot", model,
-                                    likelihood, num_fit_rows, self._optimisers)
-        runs = [run]
+
+        def second_start() -> OptimisationRun:  # the race's second start, at the first's initial inducing inputs
+            new = self._build(initial_inducing.clone(), pool[0], self._unpiloted_start("collapsed", *pool))
+            return OptimisationRun.start("collapsed", *new, num_fit_rows, self._optimisers)
+        label = "pilot" if self.hyperparameter_start == "auto" else self.hyperparameter_start
+        runs = [run := OptimisationRun.start(label, model, likelihood, num_fit_rows, self._optimisers)]
         self.history_, self.validation_elbo_, self.evaluation_seconds_, self.held_out_log_density_ = [], [], [], []
-        since, steps = [], 0
-        self.stop_reason_ = "max_iter"
+        since, steps, self.stop_reason_ = [], 0, "max_iter"
         bar = tqdm(total=max_steps, desc="SVGP steps", disable=not self.verbose)  # the ELBO in its postfix
         timed_from = time.perf_counter()
         while steps < max_steps:
+            if run.failed:  # the kernel matrix broke down (OptimisationRun.step): the race's second start, or the end
+                if not (racing and len(runs) == 1):
+                    break
+                runs.append(run := second_start())
             if steps == WARM_UP_STEPS:
                 timed_from = time.perf_counter()
             since.append(run.step(*next(batches)))
@@ -460,8 +464,8 @@ class SVGP(BaseModel):
                 smaller = self._budget_inducing(run.model, per_step, budget, wanted)
                 if smaller is not None:  # start again at the smaller m, from the same start values
                     bar.close()
-                    model, likelihood = self._build(smaller, pool_X, start)
-                    return self._train(model, likelihood, batches, validation, num_fit_rows, pool_X, start)
+                    model, likelihood = self._build(smaller, pool[0], start)
+                    return self._train(model, likelihood, batches, validation, num_fit_rows, pool, start)
             elapsed = time.perf_counter() - self._fit_started
             out_of_time = budget is not None and elapsed > budget
             if run.steps % EVALUATION_INTERVAL == 0 or steps == max_steps or out_of_time:
@@ -475,11 +479,8 @@ class SVGP(BaseModel):
                     run.stale += 1
                 since = []
                 if racing and run.steps >= RACE_STEPS and not out_of_time:
-                    if len(runs) == 1:  # the pilot's start had its race steps: the standard start's turn
-                        model, likelihood = self._build(initial_inducing.clone(), pool_X,
-                                                        standard_start(start["lengthscale"].numel(), start["mean"]))
-                        run = OptimisationRun.start("standard", model, likelihood, num_fit_rows, self._optimisers)
-                        runs.append(run)
+                    if len(runs) == 1:  # the pilot's start had its race steps: the collapsed start's turn
+                        runs.append(run := second_start())
                         continue
                     racing = False
                     run, text = race_winner(runs)
@@ -492,10 +493,14 @@ class SVGP(BaseModel):
                 self.stop_reason_ = "time_budget"
                 break
         bar.close()
-        if racing and len(runs) == 2:  # the budget or max_iter ended the race
+        self.stop_reason_ = "numerical" if run.failed else self.stop_reason_
+        if racing and len(runs) == 2:  # the budget, max_iter or a failed run ended the race
             run, text = race_winner(runs)
             self._report(text)
         restored = validation is not None and run.restore_best()
+        if run.failed and run.best_state is None:
+            raise RuntimeError("SVGP: the kernel matrix of the inducing inputs is not positive definite and no earlier "
+                               "state was kept; pass fewer num_inducing, a larger noise_lower_bound or float64.")
         self.n_iter_, self.hyperparameter_start_ = steps, run.label
         self.converged_ = self.stop_reason_ == "plateau"
         self._report_stop(steps, max_steps, num_fit_rows)
@@ -510,13 +515,10 @@ class SVGP(BaseModel):
         """Fewer inducing inputs when ``steps_wanted`` steps do not fit in what is left of the budget (see
         :func:`~tnbayes.models._svgp_steps.fewer_inducing`), or None."""
         left = max(budget - (time.perf_counter() - self._fit_started), 0.0)
-        inducing = model.variational_strategy.inducing_points.detach()
-        smaller = fewer_inducing(inducing, per_step, left, steps_wanted, MIN_INDUCING, int(self.seed) + 1)
+        smaller, text = fewer_inducing(model.variational_strategy.inducing_points.detach(), per_step, left,
+                                       steps_wanted, MIN_INDUCING, int(self.seed) + 1)
         if smaller is not None:
-            self._report(f"the time budget lowers the inducing points from {inducing.shape[0]} to {smaller.shape[0]}: "
-                         f"a step took {format_seconds(per_step)}, and {steps_wanted} steps must fit in the "
-                         f"{format_seconds(left)} left of time_budget={budget:g} s (pass num_inducing or a larger "
-                         f"time_budget to keep more).")
+            self._report(f"{text} of time_budget={budget:g} s (pass num_inducing or a larger time_budget for more).")
         return smaller
 
     def _evaluate(self, run: OptimisationRun, validation: tuple[torch.Tensor, torch.Tensor] | None,
@@ -526,12 +528,9 @@ class SVGP(BaseModel):
         state)."""
         if validation is None:
             return float(np.mean(since))
-        with torch.no_grad():
-            value = float(run.elbo(run.model(validation[0]), validation[1]))
+        value, density = run.evaluate_held_out(*validation)
         self.validation_elbo_.append(value)
-        density = held_out_log_density(run.model, run.likelihood, *validation)
         self.held_out_log_density_.append(density)
-        run.record_log_density(density)
         return value
 
     def _report_stop(self, steps: int, max_steps: int, num_fit_rows: int) -> None:
@@ -540,7 +539,8 @@ class SVGP(BaseModel):
                              f"tol={float(self.tol):g} per row in {int(self.patience)} evaluations "
                              f"({int(self.patience) * EVALUATION_INTERVAL} steps)",
                   "max_iter": f"max_iter={max_steps} steps were taken",
-                  "time_budget": f"time_budget={float(self.time_budget or 0):g} s was spent"}[self.stop_reason_]
+                  "time_budget": f"time_budget={float(self.time_budget or 0):g} s was spent",
+                  "numerical": "the inducing inputs' kernel matrix stopped being positive definite"}[self.stop_reason_]
         last = self.history_[-EVALUATION_INTERVAL:]
         self._report(f"stopped after {steps} steps ({epochs:.3g} epochs): {reason}; training ELBO "
                      f"{float(np.mean(last)):.4f} per row over the last {len(last)} steps"

@@ -4,6 +4,8 @@
   dimension-scaled lengthscale prior, restarts and a collapse check (used by :class:`~tnbayes.ExactGP`);
 * :mod:`~tnbayes.selection.leave_one_out` — an exact GP's leave-one-out predictions in closed form, and the
   hyper-parameter objective built on them (used by :class:`~tnbayes.SVGP` when its fit is the exact GP's);
+* :mod:`~tnbayes.selection.collapsed_bound` — the collapsed variational bound of sparse GP regression (SGPR), a start
+  of :class:`~tnbayes.SVGP`'s hyper-parameters;
 * :mod:`~tnbayes.selection.hyperparameters` — the same fit on a subsample, in the data's units, for the models that
   borrow GP hyper-parameters (CPD, TNKF, TT Kalman);
 * :mod:`~tnbayes.selection.cross_validation` — k-fold CV of exact kernel ridge regression (QTKM, TKM) and of the
@@ -23,6 +25,7 @@ from tnbayes.selection.calibration import (
     held_out_rows,
     proportional_noise_estimate,
 )
+from tnbayes.selection.collapsed_bound import CollapsedBoundFit, fit_collapsed_bound
 from tnbayes.selection.cross_validation import KRRSelection, lssvm_cross_validation_score, select_krr_hyperparameters
 from tnbayes.selection.hyperparameters import KernelHyperparameters, estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import (
@@ -56,6 +59,8 @@ __all__ = [
     # calibration
     "NOISE_ESTIMATES", "PrequentialResiduals", "additive_variance_estimate", "check_noise_estimate", "held_out_rows",
     "proportional_noise_estimate",
+    # the collapsed bound
+    "CollapsedBoundFit", "fit_collapsed_bound",
     # cross-validation
     "KRRSelection", "lssvm_cross_validation_score", "select_krr_hyperparameters",
     # hyper-parameters of the models that borrow a GP's
