@@ -100,9 +100,8 @@ def fit_collapsed_bound(X: torch.Tensor, y: torch.Tensor, inducing: torch.Tensor
         loss.backward()
         optimiser.step()
     with torch.no_grad():
-        bound = float(objective(model(X), y))
-    with torch.no_grad():
-        return CollapsedBoundFit(lengthscale=base.base_kernel.lengthscale.detach().reshape(-1).clone(),
+        return CollapsedBoundFit(bound=float(objective(model(X), y)),
+                                 lengthscale=base.base_kernel.lengthscale.detach().reshape(-1).clone(),
                                  outputscale=float(base.outputscale), noise_variance=float(model.likelihood.noise),
-                                 mean=float(model.mean_module.constant), bound=bound, num_points=int(X.shape[0]),
+                                 mean=float(model.mean_module.constant), num_points=int(X.shape[0]),
                                  inducing=model.covar_module.inducing_points.detach().clone())

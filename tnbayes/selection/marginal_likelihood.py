@@ -438,6 +438,8 @@ def _optimise(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettin
     except (NotPSDError, NanError, _OutOfTime):  # a probe left the usable hyper-parameters, or time ran out
         pass
     model.load_state_dict(best["state"])
+    if math.isfinite(best["loss"]):  # the kept state's value, already computed
+        return best["loss"]
     with torch.no_grad():
         return float(objective(model))
 
