@@ -6,13 +6,17 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 
+import gpytorch
 import torch
 
 from tnbayes.data import StreamedRows
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-#: rows k-means sees when it places the inducing points (a random subsample beyond this)
+#: training inputs the placement of the inducing points chooses among (a random subsample beyond this)
 KMEANS_POINTS = 20_000
+#: greedy conditional variance stops early when no candidate's conditional variance exceeds this share of its
+#: prior variance (every further inducing input would be redundant)
+GREEDY_VARIANCE_TOLERANCE = 1e-8
 
 
 def describe_batches(num_rows: int, num_fit_rows: int, batch_size: int, num_validation: int, streamed: bool,
@@ -28,11 +32,19 @@ def describe_batches(num_rows: int, num_fit_rows: int, batch_size: int, num_vali
 
 
 def place_inducing(distinct: torch.Tensor, wanted: int, how: str, seed: int, generator: torch.Generator,
-                   reason: str) -> tuple[torch.Tensor, str]:
-    """``wanted`` inducing inputs among more ``distinct`` training inputs (m, D): k-means centres (``how="kmeans"``)
-    of at most :data:`KMEANS_POINTS` of them, or a random subsample; with a phrase saying how (``reason``: why m)."""
+                   reason: str, kernel: gpytorch.kernels.Kernel | None = None) -> tuple[torch.Tensor, str]:
+    """``wanted`` inducing inputs among more ``distinct`` training inputs (m, D), chosen among at most
+    :data:`KMEANS_POINTS` of them: by greedy conditional variance under ``kernel`` (``how="greedy_variance"``, see
+    :func:`greedy_variance_inducing`), k-means centres (``"kmeans"``) or a random subsample (``"subsample"``);
+    with a phrase saying how (``reason``: why m)."""
     if distinct.shape[0] > KMEANS_POINTS:
         distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(distinct.device)]
+    if how == "greedy_variance":
+        chosen = greedy_variance_inducing(distinct, kernel, wanted)
+        note = (f"; the other {distinct.shape[0] - chosen.shape[0]} add no prior variance"
+                if chosen.shape[0] < wanted else "")
+        return chosen, (f"greedy conditional variance among {distinct.shape[0]} training inputs under the start's "
+                        f"kernel (Burt et al. 2020; {reason}{note})")
     if how == "subsample":
         rows = torch.randperm(distinct.shape[0], generator=generator)[:wanted].to(distinct.device)
         return distinct[rows], f"a random subsample of the training inputs ({reason})"
@@ -44,6 +56,56 @@ def place_inducing(distinct: torch.Tensor, wanted: int, how: str, seed: int, gen
             distinct.detach().cpu().double().numpy()).cluster_centers_
     centres = torch.unique(torch.as_tensor(centres, dtype=distinct.dtype, device=distinct.device), dim=0)
     return centres, f"k-means centres of {distinct.shape[0]} training inputs ({reason})"
+
+
+def split_validation(X: torch.Tensor, y: torch.Tensor, count: int,
+                     generator: torch.Generator) -> tuple[torch.Tensor, Batch | None]:
+    """Indices of the rows of ``X`` (N, D) the steps see, and ``count`` random held-out rows ``(X_val, y_val)``
+    (None when ``count`` < 1 or fewer than 2 rows would be left)."""
+    num_rows = X.shape[0]
+    order = torch.randperm(num_rows, generator=generator).to(X.device)
+    if count < 1 or num_rows - count < 2:
+        return torch.arange(num_rows, device=X.device), None
+    held = order[:count]
+    return order[count:], (X[held], y[held])
+
+
+def greedy_variance_inducing(candidates: torch.Tensor, kernel: gpytorch.kernels.Kernel, wanted: int) -> torch.Tensor:
+    """Inducing inputs by greedy conditional variance (Burt, Rasmussen and van der Wilk 2020, the pivoted Cholesky
+    decomposition of the kernel matrix): each next one is the candidate whose prior variance given those chosen is
+    largest. O(N m²) time, O(N m) memory.
+
+    Parameters
+    ----------
+    candidates : torch.Tensor of shape (N, D)
+        Distinct inputs (standardised).
+    kernel : gpytorch.kernels.Kernel
+        The kernel at the hyper-parameters the inducing inputs are for.
+    wanted : int
+        At most this many are chosen; fewer when every candidate's conditional variance falls below
+        :data:`GREEDY_VARIANCE_TOLERANCE` times its prior variance first.
+
+    Returns
+    -------
+    torch.Tensor of shape (m, D), m ≤ wanted
+        The chosen candidates in the order of choice, so that the first m' of them are the greedy choice of m'.
+    """
+    with torch.no_grad():
+        prior = kernel(candidates, diag=True).to_dense().clone()
+        residual = prior.clone()
+        factor = torch.zeros(min(wanted, candidates.shape[0]), candidates.shape[0], dtype=candidates.dtype,
+                             device=candidates.device)
+        chosen: list[int] = []
+        for step in range(factor.shape[0]):
+            index = int(torch.argmax(residual / prior))
+            if residual[index] <= GREEDY_VARIANCE_TOLERANCE * prior[index]:
+                break
+            column = kernel(candidates, candidates[index:index + 1]).to_dense().reshape(-1)
+            factor[step] = (column - factor[:step].T @ factor[:step, index]) / residual[index].sqrt()
+            residual = (residual - factor[step] ** 2).clamp_min(0.0)
+            residual[index] = 0.0
+            chosen.append(index)
+    return candidates[torch.tensor(chosen, dtype=torch.long, device=candidates.device)].clone()
 
 
 def memory_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:

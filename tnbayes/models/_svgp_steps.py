@@ -22,7 +22,11 @@ from tnbayes.inference.budget import format_seconds
 from tnbayes.metrics import nlpd
 from tnbayes.models._svgp_data import place_inducing
 from tnbayes.selection.collapsed_bound import fit_collapsed_bound
-from tnbayes.selection.marginal_likelihood import MarginalLikelihoodSettings
+from tnbayes.selection.marginal_likelihood import MarginalLikelihoodSettings, build_kernel_and_likelihood
+
+#: a lengthscale below its floor (:func:`lengthscale_floor`) is raised to it, which changes the kernel between the
+#: distinct training inputs by at most this share of the outputscale
+FLOOR_CORRELATION = 1e-4
 
 #: log 2 = softplus(0): GPyTorch's initial lengthscale, outputscale and noise (standardised units), the values a
 #: hand-written GPyTorch SVGP starts from
@@ -51,6 +55,101 @@ def standard_start(num_lengthscales: int, mean: float) -> tuple[dict[str, Any], 
              "saw_every_row": False}
     return start, (f"GPyTorch's defaults (log 2 = {STANDARD_START_VALUE:.3f} for every lengthscale, the outputscale "
                    "and the noise)")
+
+
+def correlation(distance: float, family: str, nu: float | None) -> float:
+    """The SE (``family="se"``) or Matérn-ν correlation at ``distance`` lengthscales."""
+    if family == "se":
+        return math.exp(-0.5 * distance ** 2)
+    scaled = math.sqrt(2.0 * nu) * distance
+    polynomial = {0.5: 1.0, 1.5: 1.0 + scaled, 2.5: 1.0 + scaled + scaled ** 2 / 3.0}[float(nu)]
+    return polynomial * math.exp(-scaled)
+
+
+def lengthscale_floor(distinct: torch.Tensor, family: str, nu: float | None, ard: bool) -> torch.Tensor:
+    """Per input, the lengthscale at which the kernel between the two closest distinct values of that input is
+    :data:`FLOOR_CORRELATION`: ``gap_d / r`` with ``gap_d`` the smallest positive gap between the input's values and
+    ``correlation(r) = FLOOR_CORRELATION``.
+
+    Any pair of training inputs that differ in input d are at least ``gap_d`` apart in it, so their correlation is
+    below :data:`FLOOR_CORRELATION` whether ``ℓ_d`` is at the floor or below it: the data cannot tell a lengthscale
+    below the floor from the floor (ML-II's optimum can land anywhere there on an input with few values, such as an
+    identifier or an age), while the steps can (an inducing input that moves a little off a value loses its
+    correlation with the rows there).
+
+    Parameters
+    ----------
+    distinct : torch.Tensor of shape (N, D)
+        Distinct standardised training inputs.
+    family : {"se", "matern"}
+    nu : float or None
+        Matérn smoothness (0.5, 1.5 or 2.5); None for SE.
+    ard : bool
+        One floor per input, or the smallest positive one for a shared lengthscale.
+
+    Returns
+    -------
+    torch.Tensor of shape (D,) with ``ard``, else (1,)
+        0 for an input with a single value.
+    """
+    low, high = 0.0, 100.0
+    for _ in range(80):  # correlation falls with the distance: bisection for correlation(r) = FLOOR_CORRELATION
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if correlation(middle, family, nu) > FLOOR_CORRELATION else (low, middle)
+    gaps = []
+    for column in distinct.T:
+        steps = torch.diff(torch.unique(column))
+        gaps.append(float(steps.min()) if steps.numel() else 0.0)
+    floor = torch.tensor(gaps, dtype=torch.float64) / high
+    varying = floor[floor > 0]  # a shared lengthscale: inputs with a single value add nothing to any distance
+    return floor if ard else (varying.min() if varying.numel() else torch.zeros(())).reshape(1)
+
+
+def raise_to_floor(start: dict[str, Any], distinct: torch.Tensor, family: str, nu: float | None,
+                   ard: bool) -> tuple[dict[str, Any], str]:
+    """The start with every lengthscale at least its floor (:func:`lengthscale_floor` of the other arguments), and a
+    phrase for the fit report ("" when none was below)."""
+    lengthscale = start["lengthscale"].to(torch.float64)
+    floor = lengthscale_floor(distinct, family, nu, ard).to(lengthscale.device)
+    below = torch.nonzero(lengthscale < floor).reshape(-1).tolist()
+    if not below:
+        return start, ""
+    text = (f"lengthscale of input{'s' if len(below) > 1 else ''} {', '.join(str(d) for d in below)} raised from "
+            f"{float(lengthscale[below].min()):.3g}–{float(lengthscale[below].max()):.3g} to the floor where the "
+            f"kernel between its two closest training values is {FLOOR_CORRELATION:g} (the data cannot tell smaller "
+            f"ones apart; moving inducing inputs can)")
+    return {**start, "lengthscale": torch.maximum(lengthscale, floor)}, text
+
+
+def start_modules(prior_inputs: torch.Tensor, start: dict[str, Any],
+                  settings: MarginalLikelihoodSettings) -> tuple[gpytorch.kernels.ScaleKernel, Any]:
+    """The kernel and Gaussian likelihood of ``settings`` (:func:`~tnbayes.selection.build_kernel_and_likelihood`,
+    hyper-priors scaled to ``prior_inputs`` of shape (N, D), whose dtype and device they take) at the values of
+    ``start`` (a dict as :func:`standard_start` returns)."""
+    kernel, likelihood = build_kernel_and_likelihood(prior_inputs, settings)
+    kernel, likelihood = kernel.to(prior_inputs), likelihood.to(prior_inputs)
+    with torch.no_grad():
+        kernel.base_kernel.lengthscale = start["lengthscale"].to(prior_inputs).reshape(
+            kernel.base_kernel.lengthscale.shape)
+        kernel.outputscale = torch.as_tensor(start["outputscale"]).to(prior_inputs)
+        likelihood.noise = torch.as_tensor(start["noise"]).to(prior_inputs)
+    return kernel, likelihood
+
+
+def stop_sentence(model: Any, steps: int, max_steps: int, num_fit_rows: int, interval: int) -> str:
+    """The report line of an SVGP ``model`` on why its steps stopped (its ``stop_reason_``, ``tol``, ``patience``,
+    ``time_budget``), with its training ELBO per row (``history_``) averaged over the last ``interval`` steps and its
+    last held-out ELBO (``validation_elbo_``)."""
+    held_out, patience = model.validation_elbo_, int(model.patience)
+    why = {"plateau": f"the {'held-out' if held_out else 'training'} ELBO improved by less than "
+                      f"tol={float(model.tol):g} per row in {patience} evaluations ({patience * interval} steps)",
+           "max_iter": f"max_iter={max_steps} steps were taken",
+           "time_budget": f"time_budget={float(model.time_budget or 0):g} s was spent",
+           "numerical": "the inducing inputs' kernel matrix stopped being positive definite"}[model.stop_reason_]
+    last = model.history_[-interval:]
+    return (f"stopped after {steps} steps ({steps * model.batch_size_ / max(num_fit_rows, 1):.3g} epochs): {why}; "
+            f"training ELBO {sum(last) / max(len(last), 1):.4f} per row over the last {len(last)} steps"
+            + (f", held-out ELBO {held_out[-1]:.4f}." if held_out else "."))
 
 
 def collapsed_start(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoodSettings, seed: int, *,
@@ -281,10 +380,11 @@ def race_winner(runs: list[OptimisationRun]) -> tuple[OptimisationRun, str]:
 
 
 def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float, steps_wanted: int,
-                   min_inducing: int, seed: int) -> tuple[torch.Tensor | None, str]:
-    """A random subsample of the inducing inputs (m, D) small enough for ``steps_wanted`` steps in
-    ``seconds_left`` (a minibatch step's cost grows like m²), or None when the current m fits or is at most
-    ``min_inducing``; with a sentence for the fit report ("" with None).
+                   min_inducing: int, seed: int, ordered: bool = False) -> tuple[torch.Tensor | None, str]:
+    """The first (``ordered``: in order of choice, as greedy conditional variance leaves them) or a random subsample
+    of the inducing inputs (m, D) small enough for ``steps_wanted`` steps in ``seconds_left`` (a minibatch step's
+    cost grows like m²), or None when the current m fits or is at most ``min_inducing``; with a sentence for the
+    fit report ("" with None).
 
     Parameters
     ----------
@@ -297,6 +397,8 @@ def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float,
         Never fewer.
     seed : int
         Of the subsample.
+    ordered : bool
+        Keep the first m' rather than a random m'.
 
     Returns
     -------
@@ -310,7 +412,8 @@ def fewer_inducing(inducing: torch.Tensor, per_step: float, seconds_left: float,
     smaller = max(min_inducing, int(m * math.sqrt(max(affordable / per_step, 1e-6))))
     if smaller >= m:
         return None, ""
-    rows = torch.randperm(m, generator=torch.Generator().manual_seed(seed))[:smaller].to(inducing.device)
+    rows = (torch.arange(smaller) if ordered else
+            torch.randperm(m, generator=torch.Generator().manual_seed(seed))[:smaller]).to(inducing.device)
     return inducing[rows].clone(), (f"the time budget lowers the inducing points from {m} to {smaller}: a step took "
                                     f"{format_seconds(per_step)}, and {steps_wanted} steps must fit in the "
                                     f"{format_seconds(seconds_left)} left")

@@ -33,10 +33,11 @@ from tqdm.auto import tqdm
 from tnbayes._validation import check_positive
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
-from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, streamed_batches,
-                                       streamed_validation)
+from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, split_validation,
+                                       streamed_batches, streamed_validation)
 from tnbayes.models._svgp_steps import (OptimisationRun, VariationalGP, collapsed_start, fewer_inducing, race_winner,
-                                       set_exact_optimum, standard_start)
+                                       raise_to_floor, set_exact_optimum, standard_start, start_modules,
+                                       stop_sentence)
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -62,6 +63,8 @@ DEFAULT_MAX_STEPS = 2000
 MINIBATCH_NATURAL_LEARNING_RATE = 0.1
 #: steps between two evaluations of the plateau criterion
 EVALUATION_INTERVAL = 50
+#: how the inducing inputs are placed (see the ``inducing_init`` parameter)
+INDUCING_INITS = ("greedy_variance", "kmeans", "subsample")
 #: where the kernel hyper-parameters start (see the ``hyperparameter_start`` parameter)
 HYPERPARAMETER_STARTS = ("auto", "pilot", "collapsed", "standard")
 #: what the kernel hyper-parameters maximise when the fit is the exact GP's (see ``hyperparameter_objective``)
@@ -97,8 +100,8 @@ class SVGP(BaseModel):
     exact GP's fit at those values (see Notes); above, the kernel hyper-parameters' start (a race on the held-out
     rows between ML-II of an exact GP on :data:`PILOT_POINTS` rows and the collapsed bound on more rows),
     :data:`DEFAULT_MAX_INDUCING` inducing points (fewer when the budget cannot pay :data:`MIN_BUDGET_STEPS` steps
-    at that size), their places (k-means), minibatches, when to stop (a plateau of the held-out ELBO, or the
-    budget) and which state to keep (the best on the held-out rows).
+    at that size), their places (greedy conditional variance under the start's kernel), minibatches, when to stop
+    (a plateau of the held-out ELBO, or the budget) and which state to keep (the best on the held-out rows).
     ``fit_report_`` (printed with ``verbose=True``) says what it chose and why.
 
     Parameters
@@ -111,8 +114,11 @@ class SVGP(BaseModel):
         One lengthscale per input (True) or a shared one.
     num_inducing : int or "auto"
         Number of inducing points m (at most the number of distinct training inputs). ``"auto"``: see above.
-    inducing_init : {"kmeans", "subsample"}
-        Initial inducing inputs: k-means centres of (a subsample of) the training inputs, or a random subsample.
+    inducing_init : {"greedy_variance", "kmeans", "subsample"}
+        Initial inducing inputs among (a subsample of) the training inputs: by greedy conditional variance under the
+        kernel at the start values (Burt et al. 2020; each start of the race places its own; fewer than m when the
+        rest add no prior variance), k-means centres, or a random subsample. Lengthscales start at least at
+        :func:`~tnbayes.models._svgp_steps.lengthscale_floor` whenever steps follow.
     learn_inducing : bool
         Optimise the inducing inputs with the hyper-parameters (True) or keep them where they started.
     batch_size : int or "auto"
@@ -155,13 +161,13 @@ class SVGP(BaseModel):
     tol : float
         Smallest improvement of the ELBO per row (nats) that counts.
     time_budget : float or None
-        Seconds the whole fit may take (pilot, k-means, steps); the steps stop when it is spent. None: no limit.
+        Seconds the whole fit may take (pilot, inducing inputs, steps); the steps stop when it is spent. None: no limit.
     prior : {"dimension_scaled", None}
         The weak log-normal hyper-priors of :class:`~tnbayes.ExactGP` (in the pilot and in the steps), or none.
     noise_lower_bound : float
         Lower bound of the noise variance on the standardised scale.
     seed : int
-        Seed of the pilot subsample, k-means, the held-out rows, the minibatch order and q's initial draw.
+        Seed of every random choice (pilot rows, inducing inputs, held-out rows, minibatch order, q's first draw).
     normalize_y, dtype, device, verbose
         See :class:`~tnbayes.models.base.BaseModel`.
 
@@ -216,7 +222,7 @@ class SVGP(BaseModel):
     supports_chunked_fit = True
 
     def __init__(self, kernel: str = "se", nu: float = 2.5, *, ard: bool = True, num_inducing: int | str = "auto",
-                 inducing_init: str = "kmeans", learn_inducing: bool = True, batch_size: int | str = "auto",
+                 inducing_init: str = "greedy_variance", learn_inducing: bool = True, batch_size: int | str = "auto",
                  max_iter: int | str = "auto", learning_rate: float = 0.01, natural_gradient: bool = True,
                  natural_learning_rate: float | str = "auto", hyperparameter_start: str = "auto",
                  hyperparameter_objective: str = "leave_one_out", validation_fraction: float = 0.1, patience: int = 5,
@@ -245,12 +251,10 @@ class SVGP(BaseModel):
         auto_or_positive_int(self.num_inducing, "num_inducing")
         auto_or_positive_int(self.batch_size, "batch_size")
         auto_or_positive_int(self.max_iter, "max_iter")
-        for name, allowed in (("hyperparameter_start", HYPERPARAMETER_STARTS),
+        for name, allowed in (("hyperparameter_start", HYPERPARAMETER_STARTS), ("inducing_init", INDUCING_INITS),
                               ("hyperparameter_objective", HYPERPARAMETER_OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}; got {getattr(self, name)!r}.")
-        if self.inducing_init not in ("kmeans", "subsample"):
-            raise ValueError(f"inducing_init must be 'kmeans' or 'subsample'; got {self.inducing_init!r}.")
         check_positive(self.learning_rate, "learning_rate")
         rate = self.natural_learning_rate
         if not (isinstance(rate, str) and rate == "auto") and (
@@ -266,7 +270,7 @@ class SVGP(BaseModel):
         check_time_budget(self.time_budget)
 
     def _hyperparameter_sample_size(self) -> int:
-        """Rows a chunked fit keeps from its first pass: the pilot, k-means and (for ``"auto"``) m's ceiling."""
+        """Rows a chunked fit keeps from its first pass: the pilot, the inducing inputs, (``"auto"``) m's ceiling."""
         self._check_parameters()  # before the first pass over the chunks, and before int() of num_inducing
         m = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
         return max(2000, 10 * m)
@@ -281,14 +285,14 @@ class SVGP(BaseModel):
         batch_size = (int(self.batch_size) if self.batch_size != "auto" else
                       num_rows if num_rows <= FULL_BATCH_ROWS and not streamed else DEFAULT_BATCH_SIZE)
         full_batch = not streamed and batch_size >= num_rows
+        num_validation = min(int(round(float(self.validation_fraction) * num_rows)), MAX_VALIDATION_ROWS)
         if streamed:
             pool_X, pool_y = sample
             train_rows = validation = None
-            num_validation = min(int(round(float(self.validation_fraction) * num_rows)), MAX_VALIDATION_ROWS)
             # each row is held out with this probability, so about num_validation rows are, spread over the chunks
             self._held_out_share = num_validation / max(num_rows, 1)
         else:
-            train_rows, validation = self._split_validation(X, y, num_rows, full_batch, generator)
+            train_rows, validation = split_validation(X, y, 0 if full_batch else num_validation, generator)
             pool_X, pool_y = X[train_rows], y[train_rows]
             num_validation = 0 if validation is None else int(validation[0].shape[0])
         num_fit_rows = num_rows - num_validation
@@ -304,9 +308,11 @@ class SVGP(BaseModel):
                 start = self._unpiloted_start(self.hyperparameter_start, pool_X, pool_y)
             else:
                 start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
-            inducing, how = self._initial_inducing(distinct, generator, every_input=exact_plan)
-            exact = (full_batch and start["saw_every_row"] and how.startswith("all") and self.max_iter == "auto"
-                     and bool(self.natural_gradient))
+            wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+            exact = (full_batch and start["saw_every_row"] and (exact_plan or distinct.shape[0] <= wanted)
+                     and self.max_iter == "auto" and bool(self.natural_gradient))
+            start = start if exact else self._floored(start, distinct)
+            inducing, how = self._initial_inducing(distinct, generator, start, every_input=exact_plan)
             self._report(f"{inducing.shape[0]} inducing points, {how}.")
             model, likelihood = self._build(inducing, pool_X, start)
             if streamed:
@@ -325,16 +331,6 @@ class SVGP(BaseModel):
                                                 (pool_X, pool_y), start)
         self.gp_, self.likelihood_ = model.eval(), likelihood.eval()
         self._read_fitted_values()
-
-    def _split_validation(self, X: torch.Tensor, y: torch.Tensor, num_rows: int, full_batch: bool,
-                          generator: torch.Generator) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Indices of the rows the steps see, and the held-out rows (None with full batches or no fraction)."""
-        order = torch.randperm(num_rows, generator=generator).to(X.device)
-        count = 0 if full_batch else min(int(round(float(self.validation_fraction) * num_rows)), MAX_VALIDATION_ROWS)
-        if count < 1 or num_rows - count < 2:
-            return torch.arange(num_rows, device=X.device), None
-        held = order[:count]
-        return order[count:], (X[held], y[held])
 
     def _pilot(self, X: torch.Tensor, y: torch.Tensor, generator: torch.Generator, *,
                every_row: bool = False) -> dict[str, Any]:
@@ -369,37 +365,43 @@ class SVGP(BaseModel):
         self._report(f"kernel hyper-parameters start from {text} ({format_seconds(time.perf_counter() - started)}).")
         return start
 
-    def _initial_inducing(self, distinct: torch.Tensor, generator: torch.Generator, *,
-                          every_input: bool = False) -> tuple[torch.Tensor, str]:
+    def _floored(self, start: dict[str, Any], distinct: torch.Tensor) -> dict[str, Any]:
+        """The start with its lengthscales raised to :func:`~tnbayes.models._svgp_steps.lengthscale_floor`."""
+        start, text = raise_to_floor(start, distinct, *gp_kernel_family(self.kernel, float(self.nu)), bool(self.ard))
+        if text:
+            self._report(f"{text}.")
+        return start
+
+    def _initial_inducing(self, distinct: torch.Tensor, generator: torch.Generator, start: dict[str, Any], *,
+                          every_input: bool = False, wanted: int | None = None) -> tuple[torch.Tensor, str]:
         """Inducing inputs of shape (m, D), chosen among the ``distinct`` training inputs (all of them with
-        ``every_input``), and a phrase saying how they were chosen."""
+        ``every_input``; ``inducing_init`` under the kernel at ``start``; ``wanted`` of them instead of m), and a
+        phrase saying how they were chosen."""
         if every_input:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (at most {EXACT_INDUCING_ROWS} with "
                               "full batches: the variational posterior is then the exact GP's)")
-        wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+        if wanted is None:
+            wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
         if self.num_inducing == "auto" and distinct.shape[0] <= wanted:
             return distinct, f"all {distinct.shape[0]} distinct training inputs (at most {DEFAULT_MAX_INDUCING})"
         if distinct.shape[0] <= wanted:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (num_inducing={wanted} asked for "
                               f"more than there are)")
         reason = ("the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
-        return place_inducing(distinct, wanted, self.inducing_init, int(self.seed), generator, reason)
+        greedy = self.inducing_init == "greedy_variance"
+        kernel = start_modules(distinct, start, self._settings())[0] if greedy else None
+        return place_inducing(distinct, wanted, self.inducing_init, int(self.seed), generator, reason, kernel)
 
     def _build(self, inducing: torch.Tensor, prior_inputs: torch.Tensor,
                start: dict[str, Any]) -> tuple[VariationalGP, gpytorch.likelihoods.GaussianLikelihood]:
         """The variational GP and likelihood at the start values (q at its default initialisation)."""
-        kernel, likelihood = build_kernel_and_likelihood(prior_inputs, self._settings())
+        kernel, likelihood = start_modules(prior_inputs, start, self._settings())
         model = VariationalGP(inducing, kernel, bool(self.natural_gradient), bool(self.learn_inducing))
         model = model.to(dtype=inducing.dtype, device=inducing.device)
         with torch.no_grad():
-            kernel.base_kernel.lengthscale = start["lengthscale"].to(inducing).reshape(
-                kernel.base_kernel.lengthscale.shape)
-            kernel.outputscale = torch.as_tensor(start["outputscale"], dtype=inducing.dtype, device=inducing.device)
-            likelihood.noise = torch.as_tensor(start["noise"], dtype=inducing.dtype, device=inducing.device)
             model.mean_module.constant.fill_(start["mean"])
         return model, likelihood
 
-    # ------------------------------------------------------------------ data for the steps
     # ------------------------------------------------------------------ the steps
     def _exact_optimum(self, model: VariationalGP, likelihood: gpytorch.likelihoods.GaussianLikelihood,
                        X: torch.Tensor, y: torch.Tensor) -> None:
@@ -438,9 +440,16 @@ class SVGP(BaseModel):
         racing = self.hyperparameter_start == "auto" and validation is not None and max_steps >= 4 * RACE_STEPS
         initial_inducing = model.variational_strategy.inducing_points.detach().clone()
 
-        def second_start() -> OptimisationRun:  # the race's second start, at the first's initial inducing inputs
-            new = self._build(initial_inducing.clone(), pool[0], self._unpiloted_start("collapsed", *pool))
-            return OptimisationRun.start("collapsed", *new, num_fit_rows, self._optimisers)
+        def second_start() -> OptimisationRun:  # the race's second start, with as many inducing inputs as the first
+            distinct = torch.unique(pool[0], dim=0)
+            second = self._floored(self._unpiloted_start("collapsed", *pool), distinct)
+            inducing = initial_inducing.clone()
+            if self.inducing_init == "greedy_variance":  # placed anew under the second start's kernel
+                inducing, how = self._initial_inducing(distinct, torch.Generator().manual_seed(int(self.seed) + 3),
+                                                       second, wanted=initial_inducing.shape[0])
+                self._report(f"collapsed start: {inducing.shape[0]} inducing points, {how}.")
+            return OptimisationRun.start("collapsed", *self._build(inducing, pool[0], second), num_fit_rows,
+                                         self._optimisers)
         label = "pilot" if self.hyperparameter_start == "auto" else self.hyperparameter_start
         runs = [run := OptimisationRun.start(label, model, likelihood, num_fit_rows, self._optimisers)]
         self.history_, self.validation_elbo_, self.evaluation_seconds_, self.held_out_log_density_ = [], [], [], []
@@ -516,7 +525,8 @@ class SVGP(BaseModel):
         :func:`~tnbayes.models._svgp_steps.fewer_inducing`), or None."""
         left = max(budget - (time.perf_counter() - self._fit_started), 0.0)
         smaller, text = fewer_inducing(model.variational_strategy.inducing_points.detach(), per_step, left,
-                                       steps_wanted, MIN_INDUCING, int(self.seed) + 1)
+                                       steps_wanted, MIN_INDUCING, int(self.seed) + 1,
+                                       ordered=self.inducing_init == "greedy_variance")
         if smaller is not None:
             self._report(f"{text} of time_budget={budget:g} s (pass num_inducing or a larger time_budget for more).")
         return smaller
@@ -534,17 +544,7 @@ class SVGP(BaseModel):
         return value
 
     def _report_stop(self, steps: int, max_steps: int, num_fit_rows: int) -> None:
-        epochs = steps * self.batch_size_ / max(num_fit_rows, 1)
-        reason = {"plateau": f"the {'held-out' if self.validation_elbo_ else 'training'} ELBO improved by less than "
-                             f"tol={float(self.tol):g} per row in {int(self.patience)} evaluations "
-                             f"({int(self.patience) * EVALUATION_INTERVAL} steps)",
-                  "max_iter": f"max_iter={max_steps} steps were taken",
-                  "time_budget": f"time_budget={float(self.time_budget or 0):g} s was spent",
-                  "numerical": "the inducing inputs' kernel matrix stopped being positive definite"}[self.stop_reason_]
-        last = self.history_[-EVALUATION_INTERVAL:]
-        self._report(f"stopped after {steps} steps ({epochs:.3g} epochs): {reason}; training ELBO "
-                     f"{float(np.mean(last)):.4f} per row over the last {len(last)} steps"
-                     + (f", held-out ELBO {self.validation_elbo_[-1]:.4f}." if self.validation_elbo_ else "."))
+        self._report(stop_sentence(self, steps, max_steps, num_fit_rows, EVALUATION_INTERVAL))
         if self.stop_reason_ == "time_budget" and steps < MIN_BUDGET_STEPS:
             warnings.warn(f"SVGP: the time budget ended the fit after {steps} optimiser steps, too few for a converged "
                           f"fit; pass a larger time_budget, fewer num_inducing or a smaller batch_size.",
