@@ -61,6 +61,21 @@ def test_greedy_variance_stops_when_the_rest_add_no_prior_variance():
     torch.testing.assert_close(greedy_variance_inducing(smooth, long_kernel, 7), few[:7])
 
 
+def test_greedy_variance_in_float32_keeps_the_kernel_matrix_of_the_chosen_inputs_positive_definite():
+    """In float32 the conditional variances carry round-off near 1e-7 of the prior, so the float64 tolerance would
+    add near-copies (53 inputs whose kernel matrix has a negative eigenvalue, as measured); the float32 tolerance
+    stops where the chosen inputs' kernel matrix still has a Cholesky factor without jitter."""
+    rng = np.random.default_rng(1)
+    candidates = torch.tensor(rng.uniform(-1, 1, size=(2000, 2)), dtype=torch.float32)
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=2))
+    kernel.base_kernel.lengthscale = torch.tensor([1.0, 1.0])
+    chosen = greedy_variance_inducing(candidates, kernel, 300)
+    assert 10 < chosen.shape[0] < 300
+    matrix = kernel(chosen).to_dense().detach()
+    assert int(torch.linalg.cholesky_ex(matrix)[1]) == 0
+    assert float(torch.linalg.eigvalsh(matrix.double()).min()) > 0
+
+
 @pytest.mark.parametrize("family, nu, gpytorch_kernel", [
     ("se", None, gpytorch.kernels.RBFKernel()),
     ("matern", 0.5, gpytorch.kernels.MaternKernel(nu=0.5)),

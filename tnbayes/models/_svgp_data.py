@@ -15,7 +15,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 #: training inputs the placement of the inducing points chooses among (a random subsample beyond this)
 KMEANS_POINTS = 20_000
 #: greedy conditional variance stops early when no candidate's conditional variance exceeds this share of its
-#: prior variance (every further inducing input would be redundant)
+#: prior variance (every further inducing input would be redundant), or 100 machine epsilons of the dtype if larger
 GREEDY_VARIANCE_TOLERANCE = 1e-8
 
 
@@ -83,13 +83,14 @@ def greedy_variance_inducing(candidates: torch.Tensor, kernel: gpytorch.kernels.
         The kernel at the hyper-parameters the inducing inputs are for.
     wanted : int
         At most this many are chosen; fewer when every candidate's conditional variance falls below
-        :data:`GREEDY_VARIANCE_TOLERANCE` times its prior variance first.
+        :data:`GREEDY_VARIANCE_TOLERANCE` (in float32: 100 machine epsilons) times its prior variance first.
 
     Returns
     -------
     torch.Tensor of shape (m, D), m ≤ wanted
         The chosen candidates in the order of choice, so that the first m' of them are the greedy choice of m'.
     """
+    tolerance = max(GREEDY_VARIANCE_TOLERANCE, 100 * torch.finfo(candidates.dtype).eps)
     with torch.no_grad():
         prior = kernel(candidates, diag=True).to_dense().clone()
         residual = prior.clone()
@@ -98,7 +99,7 @@ def greedy_variance_inducing(candidates: torch.Tensor, kernel: gpytorch.kernels.
         chosen: list[int] = []
         for step in range(factor.shape[0]):
             index = int(torch.argmax(residual / prior))
-            if residual[index] <= GREEDY_VARIANCE_TOLERANCE * prior[index]:
+            if residual[index] <= tolerance * prior[index]:
                 break
             column = kernel(candidates, candidates[index:index + 1]).to_dense().reshape(-1)
             factor[step] = (column - factor[:step].T @ factor[:step, index]) / residual[index].sqrt()
