@@ -193,6 +193,12 @@ def test_start_race_keeps_the_start_that_predicts_the_held_out_rows_better():
     densities = {label: float(value) for label, value in re.findall(r"(\w+) start (-?[\d.]+) after", race[0])}
     assert set(densities) == {"pilot", "collapsed"}
     assert model.hyperparameter_start_ == max(densities, key=densities.get)
+    # each start places its own inducing inputs under its kernel, at most the m in force (not the pilot's count)
+    placements = [re.match(r"(collapsed start: )?(\d+) inducing points, greedy conditional variance .*2020; (\w+)", line)
+                  for line in model.fit_report_]
+    placements = [(bool(match[1]), int(match[2]), match[3]) for match in placements if match]
+    assert [first for first, _, _ in placements] == [False, True]
+    assert all(count <= 64 and reason == "num_inducing" for _, count, reason in placements)
     assert len(model.held_out_log_density_) == len(model.validation_elbo_) >= 4
     # the winner's best is the best of all evaluations (it beat the loser's best), and the fit ends in that state:
     # restored when a later evaluation was worse, else the last evaluation is the best

@@ -3,6 +3,7 @@ and the held-out rows of a chunk source (drawn per chunk with a fixed seed, so t
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Iterator
 
@@ -13,7 +14,7 @@ from tnbayes.data import StreamedRows
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 #: training inputs the placement of the inducing points chooses among (a random subsample beyond this)
-KMEANS_POINTS = 20_000
+PLACEMENT_POINTS = 20_000
 #: greedy conditional variance stops early when no candidate's conditional variance exceeds this share of its
 #: prior variance (every further inducing input would be redundant), or 100 machine epsilons of the dtype if larger
 GREEDY_VARIANCE_TOLERANCE = 1e-8
@@ -33,12 +34,14 @@ def describe_batches(num_rows: int, num_fit_rows: int, batch_size: int, num_vali
 
 def place_inducing(distinct: torch.Tensor, wanted: int, how: str, seed: int, generator: torch.Generator,
                    reason: str, kernel: gpytorch.kernels.Kernel | None = None) -> tuple[torch.Tensor, str]:
-    """``wanted`` inducing inputs among more ``distinct`` training inputs (m, D), chosen among at most
-    :data:`KMEANS_POINTS` of them: by greedy conditional variance under ``kernel`` (``how="greedy_variance"``, see
-    :func:`greedy_variance_inducing`), k-means centres (``"kmeans"``) or a random subsample (``"subsample"``);
-    with a phrase saying how (``reason``: why m)."""
-    if distinct.shape[0] > KMEANS_POINTS:
-        distinct = distinct[torch.randperm(distinct.shape[0], generator=generator)[:KMEANS_POINTS].to(distinct.device)]
+    """At most ``wanted`` inducing inputs (m, D) placed among more ``distinct`` training inputs (N, D), or among
+    :data:`PLACEMENT_POINTS` random ones of them: by greedy conditional variance under ``kernel``
+    (``how="greedy_variance"``, see :func:`greedy_variance_inducing`; fewer when the rest add no prior variance),
+    k-means centres (``"kmeans"``) or a random subsample (``"subsample"``); with a phrase saying how (``reason``:
+    why m)."""
+    if distinct.shape[0] > PLACEMENT_POINTS:
+        rows = torch.randperm(distinct.shape[0], generator=generator)[:PLACEMENT_POINTS].to(distinct.device)
+        distinct = distinct[rows]
     if how == "greedy_variance":
         chosen = greedy_variance_inducing(distinct, kernel, wanted)
         note = (f"; the other {distinct.shape[0] - chosen.shape[0]} add no prior variance"
@@ -80,7 +83,7 @@ def greedy_variance_inducing(candidates: torch.Tensor, kernel: gpytorch.kernels.
     candidates : torch.Tensor of shape (N, D)
         Distinct inputs (standardised).
     kernel : gpytorch.kernels.Kernel
-        The kernel at the hyper-parameters the inducing inputs are for.
+        The kernel at the hyper-parameters the inducing inputs are for (a float64 copy does the arithmetic).
     wanted : int
         At most this many are chosen; fewer when every candidate's conditional variance falls below
         :data:`GREEDY_VARIANCE_TOLERANCE` (in float32: 100 machine epsilons) times its prior variance first.
@@ -91,17 +94,18 @@ def greedy_variance_inducing(candidates: torch.Tensor, kernel: gpytorch.kernels.
         The chosen candidates in the order of choice, so that the first m' of them are the greedy choice of m'.
     """
     tolerance = max(GREEDY_VARIANCE_TOLERANCE, 100 * torch.finfo(candidates.dtype).eps)
+    inputs = candidates.double()  # float64 downdates: float32 ones carry round-off near the float32 tolerance
+    kernel = kernel if candidates.dtype == torch.float64 else copy.deepcopy(kernel).double()
     with torch.no_grad():
-        prior = kernel(candidates, diag=True).to_dense().clone()
+        prior = kernel(inputs, diag=True).to_dense().clamp_min(torch.finfo(torch.float64).tiny)
         residual = prior.clone()
-        factor = torch.zeros(min(wanted, candidates.shape[0]), candidates.shape[0], dtype=candidates.dtype,
-                             device=candidates.device)
+        factor = torch.zeros(min(wanted, inputs.shape[0]), inputs.shape[0], dtype=torch.float64, device=inputs.device)
         chosen: list[int] = []
         for step in range(factor.shape[0]):
             index = int(torch.argmax(residual / prior))
             if residual[index] <= tolerance * prior[index]:
                 break
-            column = kernel(candidates, candidates[index:index + 1]).to_dense().reshape(-1)
+            column = kernel(inputs, inputs[index:index + 1]).to_dense().reshape(-1)
             factor[step] = (column - factor[:step].T @ factor[:step, index]) / residual[index].sqrt()
             residual = (residual - factor[step] ** 2).clamp_min(0.0)
             residual[index] = 0.0

@@ -152,6 +152,24 @@ def stop_sentence(model: Any, steps: int, max_steps: int, num_fit_rows: int, int
             + (f", held-out ELBO {held_out[-1]:.4f}." if held_out else "."))
 
 
+def latent_moments(model: gpytorch.models.ApproximateGP, X: torch.Tensor, full_covariance: bool,
+                   chunk_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The variational GP's latent mean (n,) and variance (n,) at ``X`` (n, D), ``chunk_rows`` rows at a time, or its
+    mean and covariance (n, n) with ``full_covariance``; differentiable in ``X`` when it requires gradients
+    (BoTorch's acquisition optimisers)."""
+    model.eval()
+    with torch.set_grad_enabled(X.requires_grad):
+        if full_covariance:
+            f = model(X)
+            return f.mean, f.covariance_matrix
+        means, variances = [], []
+        for chunk in torch.split(X, chunk_rows):
+            f = model(chunk)
+            means.append(f.mean)
+            variances.append(f.variance)
+        return torch.cat(means), torch.cat(variances).clamp_min(0.0)
+
+
 def collapsed_start(X: torch.Tensor, y: torch.Tensor, settings: MarginalLikelihoodSettings, seed: int, *,
                     max_points: int, num_inducing: int, steps: int, learning_rate: float) -> tuple[dict[str, Any], str]:
     """Start of (ℓ, σ_f², σ², c) from the collapsed bound (:func:`~tnbayes.selection.fit_collapsed_bound`) on at

@@ -36,8 +36,8 @@ from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_se
 from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, split_validation,
                                        streamed_batches, streamed_validation)
 from tnbayes.models._svgp_steps import (OptimisationRun, VariationalGP, collapsed_start, fewer_inducing, race_winner,
-                                       raise_to_floor, set_exact_optimum, standard_start, start_modules,
-                                       stop_sentence)
+                                       latent_moments, raise_to_floor, set_exact_optimum, standard_start,
+                                       start_modules, stop_sentence)
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -113,12 +113,12 @@ class SVGP(BaseModel):
     ard : bool
         One lengthscale per input (True) or a shared one.
     num_inducing : int or "auto"
-        Number of inducing points m (at most the number of distinct training inputs). ``"auto"``: see above.
+        Largest number of inducing points m (at most the number of distinct training inputs; greedy placement stops
+        sooner when the rest add no prior variance at the start values). ``"auto"``: see above.
     inducing_init : {"greedy_variance", "kmeans", "subsample"}
         Initial inducing inputs among (a subsample of) the training inputs: by greedy conditional variance under the
-        kernel at the start values (Burt et al. 2020; each start of the race places its own; fewer than m when the
-        rest add no prior variance), k-means centres, or a random subsample. Lengthscales start at least at
-        :func:`~tnbayes.models._svgp_steps.lengthscale_floor` whenever steps follow.
+        kernel at the start values (Burt et al. 2020; each start of the race places its own), k-means centres, or a
+        random subsample.
     learn_inducing : bool
         Optimise the inducing inputs with the hyper-parameters (True) or keep them where they started.
     batch_size : int or "auto"
@@ -177,6 +177,7 @@ class SVGP(BaseModel):
         The fitted variational GP (standardised inputs and targets).
     likelihood_ : gpytorch.likelihoods.GaussianLikelihood
     num_inducing_ : int
+        Inducing points fitted (can be fewer than ``num_inducing``: see there and the time budget's check).
     inducing_points_ : torch.Tensor of shape (num_inducing_, D)
         Fitted inducing inputs in the units of ``X``.
     batch_size_ : int
@@ -216,6 +217,11 @@ class SVGP(BaseModel):
     of ``hyperparameter_objective``, by default with the scales at their leave-one-out optimum, which ELBO steps would
     leave for ML-II's (whose noise can shrink until the intervals are too narrow when the kernel is misspecified);
     that run stops at :data:`PILOT_BUDGET_SHARE` of ``time_budget``. Pass ``max_iter`` to optimise by steps anyway.
+
+    Whenever steps follow, each start's lengthscales are raised to at least
+    :func:`~tnbayes.models._svgp_steps.lengthscale_floor`, below which the training rows cannot tell them apart (the
+    kernel between training rows, or a chunked fit's subsample rows, moves by at most 1e-4 of the outputscale) while
+    an inducing input that moves off a value of an input with few values (an identifier) loses every row there.
     """
 
     _transient_attributes = ("gp_", "likelihood_")
@@ -308,8 +314,9 @@ class SVGP(BaseModel):
                 start = self._unpiloted_start(self.hyperparameter_start, pool_X, pool_y)
             else:
                 start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
-            wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
-            exact = (full_batch and start["saw_every_row"] and (exact_plan or distinct.shape[0] <= wanted)
+            # the m in force: the automatic ceiling or num_inducing, until the time budget lowers it (_budget_inducing)
+            self._inducing_cap = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+            exact = (full_batch and start["saw_every_row"] and (exact_plan or distinct.shape[0] <= self._inducing_cap)
                      and self.max_iter == "auto" and bool(self.natural_gradient))
             start = start if exact else self._floored(start, distinct)
             inducing, how = self._initial_inducing(distinct, generator, start, every_input=exact_plan)
@@ -365,30 +372,33 @@ class SVGP(BaseModel):
         self._report(f"kernel hyper-parameters start from {text} ({format_seconds(time.perf_counter() - started)}).")
         return start
 
-    def _floored(self, start: dict[str, Any], distinct: torch.Tensor) -> dict[str, Any]:
-        """The start with its lengthscales raised to :func:`~tnbayes.models._svgp_steps.lengthscale_floor`."""
+    def _floored(self, start: dict[str, Any], distinct: torch.Tensor, label: str = "") -> dict[str, Any]:
+        """The start with its lengthscales raised to :func:`~tnbayes.models._svgp_steps.lengthscale_floor` (the report
+        line, if any, begins with ``label``)."""
         start, text = raise_to_floor(start, distinct, *gp_kernel_family(self.kernel, float(self.nu)), bool(self.ard))
         if text:
-            self._report(f"{text}.")
+            self._report(f"{label}{text}.")
         return start
 
     def _initial_inducing(self, distinct: torch.Tensor, generator: torch.Generator, start: dict[str, Any], *,
-                          every_input: bool = False, wanted: int | None = None) -> tuple[torch.Tensor, str]:
+                          every_input: bool = False) -> tuple[torch.Tensor, str]:
         """Inducing inputs of shape (m, D), chosen among the ``distinct`` training inputs (all of them with
-        ``every_input``; ``inducing_init`` under the kernel at ``start``; ``wanted`` of them instead of m), and a
-        phrase saying how they were chosen."""
+        ``every_input``; else at most the m in force, by ``inducing_init`` under the kernel at ``start``), and a
+        phrase saying how they were chosen; records whether they are in greedy order (for the budget's cut)."""
+        self._inducing_ordered = False
         if every_input:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (at most {EXACT_INDUCING_ROWS} with "
                               "full batches: the variational posterior is then the exact GP's)")
-        if wanted is None:
-            wanted = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+        wanted = self._inducing_cap
         if self.num_inducing == "auto" and distinct.shape[0] <= wanted:
             return distinct, f"all {distinct.shape[0]} distinct training inputs (at most {DEFAULT_MAX_INDUCING})"
         if distinct.shape[0] <= wanted:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (num_inducing={wanted} asked for "
                               f"more than there are)")
-        reason = ("the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
-        greedy = self.inducing_init == "greedy_variance"
+        ceiling = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+        reason = ("the time budget's m" if wanted < ceiling else
+                  "the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
+        self._inducing_ordered = greedy = self.inducing_init == "greedy_variance"
         kernel = start_modules(distinct, start, self._settings())[0] if greedy else None
         return place_inducing(distinct, wanted, self.inducing_init, int(self.seed), generator, reason, kernel)
 
@@ -440,13 +450,13 @@ class SVGP(BaseModel):
         racing = self.hyperparameter_start == "auto" and validation is not None and max_steps >= 4 * RACE_STEPS
         initial_inducing = model.variational_strategy.inducing_points.detach().clone()
 
-        def second_start() -> OptimisationRun:  # the race's second start, with as many inducing inputs as the first
+        def second_start() -> OptimisationRun:  # the race's second start, with at most the m in force
             distinct = torch.unique(pool[0], dim=0)
-            second = self._floored(self._unpiloted_start("collapsed", *pool), distinct)
+            second = self._floored(self._unpiloted_start("collapsed", *pool), distinct, "collapsed start: ")
             inducing = initial_inducing.clone()
             if self.inducing_init == "greedy_variance":  # placed anew under the second start's kernel
                 inducing, how = self._initial_inducing(distinct, torch.Generator().manual_seed(int(self.seed) + 3),
-                                                       second, wanted=initial_inducing.shape[0])
+                                                       second)
                 self._report(f"collapsed start: {inducing.shape[0]} inducing points, {how}.")
             return OptimisationRun.start("collapsed", *self._build(inducing, pool[0], second), num_fit_rows,
                                          self._optimisers)
@@ -469,8 +479,8 @@ class SVGP(BaseModel):
             bar.update(1)
             if steps == WARM_UP_STEPS + TIMED_STEPS and self.num_inducing == "auto" and budget is not None:
                 per_step = (time.perf_counter() - timed_from) / TIMED_STEPS
-                wanted = min(max_steps, MIN_BUDGET_STEPS + (RACE_STEPS if racing else 0))
-                smaller = self._budget_inducing(run.model, per_step, budget, wanted)
+                steps_wanted = min(max_steps, MIN_BUDGET_STEPS + (RACE_STEPS if racing else 0))
+                smaller = self._budget_inducing(run.model, per_step, budget, steps_wanted)
                 if smaller is not None:  # start again at the smaller m, from the same start values
                     bar.close()
                     model, likelihood = self._build(smaller, pool[0], start)
@@ -525,9 +535,9 @@ class SVGP(BaseModel):
         :func:`~tnbayes.models._svgp_steps.fewer_inducing`), or None."""
         left = max(budget - (time.perf_counter() - self._fit_started), 0.0)
         smaller, text = fewer_inducing(model.variational_strategy.inducing_points.detach(), per_step, left,
-                                       steps_wanted, MIN_INDUCING, int(self.seed) + 1,
-                                       ordered=self.inducing_init == "greedy_variance")
+                                       steps_wanted, MIN_INDUCING, int(self.seed) + 1, ordered=self._inducing_ordered)
         if smaller is not None:
+            self._inducing_cap = smaller.shape[0]
             self._report(f"{text} of time_budget={budget:g} s (pass num_inducing or a larger time_budget for more).")
         return smaller
 
@@ -565,17 +575,7 @@ class SVGP(BaseModel):
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Latent mean (n,) and variance (n,) or covariance (n, n); differentiable in ``X`` when it requires
         gradients (BoTorch's acquisition optimisers)."""
-        self.gp_.eval()
-        with torch.set_grad_enabled(X.requires_grad):
-            if full_covariance:
-                f = self.gp_(X)
-                return f.mean, f.covariance_matrix
-            means, variances = [], []
-            for chunk in torch.split(X, PREDICTION_CHUNK):
-                f = self.gp_(chunk)
-                means.append(f.mean)
-                variances.append(f.variance)
-            return torch.cat(means), torch.cat(variances).clamp_min(0.0)
+        return latent_moments(self.gp_, X, full_covariance, PREDICTION_CHUNK)
 
     # ------------------------------------------------------------------ persistence
     def _extra_state(self) -> dict[str, torch.Tensor]:
