@@ -127,7 +127,6 @@ def start_modules(prior_inputs: torch.Tensor, start: dict[str, Any],
     hyper-priors scaled to ``prior_inputs`` of shape (N, D), whose dtype and device they take) at the values of
     ``start`` (a dict as :func:`standard_start` returns)."""
     kernel, likelihood = build_kernel_and_likelihood(prior_inputs, settings)
-    kernel, likelihood = kernel.to(prior_inputs), likelihood.to(prior_inputs)
     with torch.no_grad():
         kernel.base_kernel.lengthscale = start["lengthscale"].to(prior_inputs).reshape(
             kernel.base_kernel.lengthscale.shape)

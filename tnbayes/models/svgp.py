@@ -278,8 +278,11 @@ class SVGP(BaseModel):
     def _hyperparameter_sample_size(self) -> int:
         """Rows a chunked fit keeps from its first pass: the pilot, the inducing inputs, (``"auto"``) m's ceiling."""
         self._check_parameters()  # before the first pass over the chunks, and before int() of num_inducing
-        m = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
-        return max(2000, 10 * m)
+        return max(2000, 10 * self._inducing_ceiling())
+
+    def _inducing_ceiling(self) -> int:
+        """Largest number of inducing points: :data:`DEFAULT_MAX_INDUCING` or ``num_inducing``."""
+        return DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, *,
@@ -314,8 +317,7 @@ class SVGP(BaseModel):
                 start = self._unpiloted_start(self.hyperparameter_start, pool_X, pool_y)
             else:
                 start = self._pilot(pool_X, pool_y, generator, every_row=exact_plan)
-            # the m in force: the automatic ceiling or num_inducing, until the time budget lowers it (_budget_inducing)
-            self._inducing_cap = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
+            self._inducing_cap = self._inducing_ceiling()  # the m in force, until _budget_inducing lowers it
             exact = (full_batch and start["saw_every_row"] and (exact_plan or distinct.shape[0] <= self._inducing_cap)
                      and self.max_iter == "auto" and bool(self.natural_gradient))
             start = start if exact else self._floored(start, distinct)
@@ -373,8 +375,7 @@ class SVGP(BaseModel):
         return start
 
     def _floored(self, start: dict[str, Any], distinct: torch.Tensor, label: str = "") -> dict[str, Any]:
-        """The start with its lengthscales raised to :func:`~tnbayes.models._svgp_steps.lengthscale_floor` (the report
-        line, if any, begins with ``label``)."""
+        """The start with its lengthscales raised to their floor (``raise_to_floor``; report prefixed by ``label``)."""
         start, text = raise_to_floor(start, distinct, *gp_kernel_family(self.kernel, float(self.nu)), bool(self.ard))
         if text:
             self._report(f"{label}{text}.")
@@ -395,8 +396,7 @@ class SVGP(BaseModel):
         if distinct.shape[0] <= wanted:
             return distinct, (f"all {distinct.shape[0]} distinct training inputs (num_inducing={wanted} asked for "
                               f"more than there are)")
-        ceiling = DEFAULT_MAX_INDUCING if self.num_inducing == "auto" else int(self.num_inducing)
-        reason = ("the time budget's m" if wanted < ceiling else
+        reason = ("the time budget's m" if wanted < self._inducing_ceiling() else
                   "the automatic ceiling" if self.num_inducing == "auto" else "num_inducing")
         self._inducing_ordered = greedy = self.inducing_init == "greedy_variance"
         kernel = start_modules(distinct, start, self._settings())[0] if greedy else None
