@@ -108,16 +108,31 @@ def test_tnkf_block_size_is_validated():
     assert math.isfinite(TNKF(block_size=7, time_budget=None).fit(data.X_train, data.y_train).block_size_)
 
 
+def _svd_tt(tensor, tol, max_rank):
+    """Oseledets' TT-SVD left to right with LAPACK's SVD: the reference of the Gram-route compressions."""
+    from tnbayes.tensors import truncation_rank
+    shape, cores, rank = tensor.shape, [], 1
+    delta = tol * float(torch.linalg.vector_norm(tensor)) / math.sqrt(len(shape) - 1)
+    rest = tensor.reshape(1, -1)
+    for n in shape[:-1]:
+        u, s, vh = torch.linalg.svd(rest.reshape(rank * n, -1), full_matrices=False)
+        new_rank = truncation_rank(s, delta, max_rank)
+        cores.append(u[:, :new_rank].reshape(rank, n, new_rank))
+        rest, rank = s[:new_rank, None] * vh[:new_rank], new_rank
+    return TTVector(cores + [rest.reshape(rank, shape[-1], 1)])
+
+
 def test_gram_compression_of_a_row_block_meets_its_tolerance():
-    """block_from_dense takes Gram eigenvectors at tolerances ≥ GRAM_TOLERANCE; the SVD TT-SVD is the reference."""
+    """block_from_dense takes the Gram route of tt_svd at tolerances ≥ GRAM_MIN_TOL; the SVD TT-SVD is the
+    reference (same ranks, the tolerance met, the same error where the cap binds)."""
     from tnbayes.inference.kalman import Truncation
-    from tnbayes.tensors.tt_block import GRAM_TOLERANCE
+    from tnbayes.tensors.tt_rounding import GRAM_MIN_TOL
     K, _ = _se_rows(n=64)
     for rule in (Truncation(1e-3, None), Truncation(1e-4, 6)):
-        assert rule.tol >= GRAM_TOLERANCE
+        assert rule.tol >= GRAM_MIN_TOL
         block = block_from_dense(K[8:24], [4, 4, 4], tol=rule.tol, max_rank=rule.max_rank)
         modes = [4, 4, 4 * 16]
-        reference = TTVector.from_dense(K[8:24].T.reshape(*modes), modes, tol=rule.tol, max_rank=rule.max_rank)
+        reference = _svd_tt(K[8:24].T.reshape(*modes), rule.tol, rule.max_rank)
         assert block.ranks == reference.ranks
         errors = [float(torch.linalg.vector_norm(tt.to_dense().reshape(64, 16).T - K[8:24])
                         / torch.linalg.vector_norm(K[8:24])) for tt in (block, reference)]

@@ -265,8 +265,7 @@ class KernelRowsMixin:
         if count == 1:
             kernel_tt = TTVector.from_dense(kernel_rows[0], self.tt_shape_, tol=row_rule.tol,
                                             max_rank=row_rule.max_rank)
-            means = kernel_tt.dot(kalman.mean).reshape(1)
-            variances = root.transpose_matvec_norm_squared(kernel_tt).reshape(1)
+            means, variances = (torch.tensor([value], dtype=torch.float64) for value in kalman.predict(kernel_tt))
         else:
             kernel_tt = self._compress_block(kernel_rows, row_rule)
             means = block_dot(kernel_tt, kalman.mean, count)

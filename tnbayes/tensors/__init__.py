@@ -6,6 +6,8 @@
 - :mod:`~tnbayes.tensors.tt` — :class:`TTVector`, :class:`TTMatrix` and :func:`tt_gram`.
 - :mod:`~tnbayes.tensors.tt_rounding` — TT-SVD, TT-rounding, block sums on plain core lists.
 - :mod:`~tnbayes.tensors.tt_randomized` — randomized rounding of a sum of TTs without forming it.
+- :mod:`~tnbayes.tensors.tt_update_rounding` — deterministic rounding of a TT-matrix plus an outer product, from Gram
+  matrices, without forming the sum.
 - :mod:`~tnbayes.tensors.tt_block` — block TTs: B vectors in one TT (the column index on the last core), as the
   block Kalman updates use them.
 - :mod:`~tnbayes.tensors.tt_state` — the key scheme with which models save and load TTs.
@@ -24,18 +26,21 @@ from .cpd_contractions import PartialProducts, cpd_predict, design_matrix, mode_
 from .shapes import hierarchical_order, prime_factors, tensorize_shape
 from .tt import TTMatrix, TTVector, tt_gram
 from .tt_randomized import randomized_round_sum
-from .tt_rounding import block_sum, left_orthogonalize, round_cores, truncation_rank, tt_svd
+from .tt_rounding import block_sum, cores_to_dense, left_orthogonalize, round_cores, truncation_rank, tt_svd
 from .tt_state import has_tt_state, tt_from_state, tt_state
+from .tt_update_rounding import round_rank_one_update
 
 __all__ = [
     "TTMatrix",
     "TTVector",
     "block_sum",
+    "cores_to_dense",
     "has_tt_state",
     "hierarchical_order",
     "left_orthogonalize",
     "prime_factors",
     "randomized_round_sum",
+    "round_rank_one_update",
     "round_cores",
     "tensorize_shape",
     "truncation_rank",

@@ -29,7 +29,7 @@ import torch
 
 from tnbayes._deprecation import moved_names_getattr
 from tnbayes.tensors.shapes import check_tt_shape, prime_factors
-from tnbayes.tensors.tt_rounding import block_sum, left_orthogonalize, round_cores, tt_svd
+from tnbayes.tensors.tt_rounding import block_sum, cores_to_dense, left_orthogonalize, round_cores, tt_svd
 
 __all__ = [
     "TTVector",
@@ -200,11 +200,8 @@ class TTVector(_TensorTrain):
 
     # -------------------------------------------------------------- conversion
     def to_dense(self) -> torch.Tensor:
-        """The represented vector, shape (N,)."""
-        full = self.cores[0].reshape(self.cores[0].shape[1], -1)
-        for core in self.cores[1:]:
-            full = (full @ core.reshape(core.shape[0], -1)).reshape(-1, core.shape[2])
-        return full.reshape(-1)
+        """The represented vector, shape (N,) (contracted from both ends, see :func:`cores_to_dense`)."""
+        return cores_to_dense(self.cores)
 
     # -------------------------------------------------------------- algebra
     def _check_compatible(self, other: "TTVector") -> None:
@@ -409,9 +406,12 @@ class TTMatrix(_TensorTrain):
             raise ValueError(f"matvec needs a TT-vector with modes {self.col_shape}; got "
                              f"{getattr(x, 'shape', type(x).__name__)}.")
         cores = []
-        for a, b in zip(self.cores, x.cores):
-            core = torch.einsum("amnb,cnd->acmbd", a, b)
-            cores.append(core.reshape(a.shape[0] * b.shape[0], a.shape[1], a.shape[3] * b.shape[2]))
+        for a, b in zip(self.cores, x.cores):  # one matrix product per core over the shared mode n
+            ra, m, n, rb = a.shape
+            rc, _, rd = b.shape
+            core = a.permute(0, 1, 3, 2).reshape(-1, n) @ b.transpose(0, 1).reshape(n, -1)  # (a m b, c d)
+            core = core.reshape(ra, m, rb, rc, rd).permute(0, 3, 1, 2, 4)
+            cores.append(core.reshape(ra * rc, m, rb * rd))
         return TTVector(cores)
 
     def matvec_rounded(self, x: TTVector, tol: float = 0.0, max_rank: int | None = None) -> TTVector:

@@ -19,9 +19,6 @@ import torch
 from tnbayes.tensors.tt import TTMatrix, TTVector
 from tnbayes.tensors.tt_rounding import block_sum, truncation_rank
 
-#: below this relative tolerance :func:`block_from_dense` compresses by SVDs; at or above it, by Gram eigenvectors
-GRAM_TOLERANCE = 1e-6
-
 __all__ = ["block_columns", "block_dot", "block_from_dense", "block_gram", "block_matvec", "block_matvec_rounded",
            "block_mix", "block_outer", "block_transpose_norms_squared", "block_weighted_sum", "columns_to_block"]
 
@@ -69,10 +66,10 @@ def block_from_dense(columns: torch.Tensor, shape: Sequence[int], *, tol: float 
                      max_rank: int | None = None) -> TTVector:
     """TT-SVD of B dense vectors as one block TT (the tensor (n_1, …, n_d·B), the column index fastest).
 
-    The unfoldings of a block are very wide (B·N / n_1 columns at the first step), where an SVD is slow: for
-    ``tol`` ≥ :data:`GRAM_TOLERANCE` each step takes the left singular vectors from the eigen-decomposition of
-    the small Gram matrix ``X Xᵀ`` and projects ``X`` on the kept ones (about 10× faster on a 2¹⁴-point sinc;
-    its singular values are accurate to ~√ε relative, enough for such tolerances); tighter tolerances use SVDs.
+    The unfoldings of a block are very wide (B·N / n_1 columns at the first step), where an SVD is slow:
+    :func:`~tnbayes.tensors.tt_svd` takes the Gram route there (float64, ``tol`` ≥
+    :data:`~tnbayes.tensors.tt_rounding.GRAM_MIN_TOL` or 0 with a cap: eigenvectors of the small Gram matrices,
+    about 10× faster on a 2¹⁴-point sinc, singular values accurate to ~√ε relative).
 
     Parameters
     ----------
@@ -87,24 +84,9 @@ def block_from_dense(columns: torch.Tensor, shape: Sequence[int], *, tol: float 
     -------
     TTVector with modes (n_1, …, n_{d−1}, n_d·B)
     """
-    B, d = columns.shape[0], len(shape)
-    shape = [int(s) for s in shape]
-    modes = shape[:-1] + [shape[-1] * B]
-    if tol < GRAM_TOLERANCE or d == 1:
-        return TTVector.from_dense(columns.T.reshape(*modes), modes, tol=tol, max_rank=max_rank)
-    rest = columns.T.reshape(1, -1)
-    delta = tol * float(torch.linalg.vector_norm(rest)) / math.sqrt(d - 1)
-    cores, rank = [], 1
-    for k in range(d - 1):
-        rest = rest.reshape(rank * modes[k], -1)
-        values, vectors = torch.linalg.eigh(rest @ rest.T)
-        values, vectors = values.flip(0).clamp_min(0.0), vectors.flip(1)
-        rank = truncation_rank(values.sqrt(), delta, max_rank)
-        basis = vectors[:, :rank]
-        cores.append(basis.reshape(-1, modes[k], rank))
-        rest = basis.T @ rest
-    cores.append(rest.reshape(rank, modes[-1], 1))
-    return TTVector(cores)
+    B = columns.shape[0]
+    modes = [int(s) for s in shape[:-1]] + [int(shape[-1]) * B]
+    return TTVector.from_dense(columns.T.reshape(*modes), modes, tol=tol, max_rank=max_rank)
 
 
 def block_matvec(matrix: TTMatrix, block: TTVector, batch: int) -> TTVector:

@@ -29,8 +29,15 @@ the small einsum/QR/SVD calls per row that dominate the row update are shared by
 
 Both updates round ``L`` in :meth:`TTKalmanFilter._round_root`: without a rank cap by forming ``L − G W Aᵀ``
 (B = 1: ``L − β g wᵀ``) and rounding it deterministically; with one, a block by a randomized sketch that never
-forms the outer products (their TT ranks are the product of the factors'), a row the same way only where those
-ranks make the formed sum much larger than the cap.
+forms the outer products (their TT ranks are the product of the factors'), a row by
+:func:`~tnbayes.tensors.round_rank_one_update` (Oseledets' rounding of ``L − β g wᵀ`` from Gram matrices,
+never formed either).
+
+The row update holds the state-sized vectors densely while it runs (N numbers each: for TNKF, the size of the data):
+``Lᵀc`` and ``L w`` are contracted to dense vectors and compressed by :func:`~tnbayes.tensors.tt_svd` with the
+``"innovation"`` and ``"gain"`` rules (a TT-SVD of the full vector meets the same error bound as rounding the exact
+product's TT, whose ranks r_L·r_c make that rounding the row's most expensive step), and the mean is updated densely
+and compressed with the ``"mean"`` rule; the filter keeps the mean's TT and its dense vector.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import torch
 
 from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
 from tnbayes.inference.kalman.tt_batch import root_factors
-from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum
+from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, round_rank_one_update
 from tnbayes.tensors.tt_block import (
     block_columns,
     block_dot,
@@ -54,20 +61,12 @@ from tnbayes.tensors.tt_block import (
     block_outer,
     block_weighted_sum,
 )
-from tnbayes.tensors.tt_rounding import truncation_rank
+from tnbayes.tensors.tt_rounding import cores_to_dense, truncation_rank, tt_svd
 
 __all__ = ["TTKalmanFilter", "covariance_from_root"]
 
 #: sketch ranks beyond the cap of the randomized rounding of the root in the block update
 BLOCK_SKETCH_OVERSAMPLING = 10
-#: the same in the *row* update (with the block update's, TNKF() row by row lost NLPD on most sets of the defaults
-#: study; see docs/models/tnkf.md)
-ROW_SKETCH_OVERSAMPLING = 32
-#: the row update's ``L − β g wᵀ`` is rounded by a randomized sketch only when the formed sum's largest rank exceeds
-#: this multiple of the sketch's: below, forming and rounding it is cheaper and exact (a row-by-row sinc whose gain
-#: and innovation ranks stay small ran four times slower sketched); above, the deterministic rounding's O(r³) per
-#: core dominates (Adult's row update: formed rank 8 + 12·12)
-RANDOMIZED_ROUNDING_RATIO = 2
 
 
 def covariance_from_root(root: TTMatrix, tol: float = 0.0, max_rank: int | None = None) -> TTMatrix:
@@ -175,11 +174,25 @@ class TTKalmanFilter:
         return float(self._covariance.trace())
 
     def variance(self, row: TTVector) -> float:
-        """``cᵀ P c`` (≥ 0 in square-root mode)."""
+        """``cᵀ P c`` (≥ 0 in square-root mode: ``‖Lᵀc‖²``, from the dense product)."""
         if self.square_root:
-            projected = self.covariance_sqrt.T.matvec(row)
-            return float(projected.dot(projected))
+            return float(torch.linalg.vector_norm(cores_to_dense(self.covariance_sqrt.T.matvec(row).cores))) ** 2
         return float(self._covariance.quadratic_form(row))
+
+    def predict(self, row: TTVector) -> tuple[float, float]:
+        """The predictive mean ``cᵀ m`` and variance ``cᵀ P c`` of a measurement row (without the noise).
+
+        Parameters
+        ----------
+        row : TTVector
+            ``c``, modes ``shape``.
+
+        Returns
+        -------
+        mean, variance : float
+        """
+        mean = row.to_dense() @ self._dense_mean()
+        return float(mean), self.variance(row)
 
     def _update_reference(self, gain: TTVector) -> float:
         """‖g‖, which scales every update's norm; only needed when rounding relative to updates."""
@@ -189,6 +202,37 @@ class TTKalmanFilter:
         rule = self.truncation[quantity]
         reference = update_norm if self.round_relative_to == "update" else None
         return tt.round(rule.tol, rule.max_rank, reference_norm=reference)
+
+    def _compress(self, dense: torch.Tensor, quantity: str, update_norm: float | None = None) -> TTVector:
+        """TT-SVD of a dense state-sized vector with the rule of ``quantity`` (relative to ``update_norm`` when
+        rounding relative to updates). The error bound is that of rounding an exact TT of the vector; the ranks
+        can differ where singular values sit near the tolerance, and without a tolerance or cap round-off makes the
+        vector numerically full rank (an untruncated filter)."""
+        rule = self.truncation[quantity]
+        reference = update_norm if self.round_relative_to == "update" else None
+        return TTVector(tt_svd(dense.reshape(self.shape), tol=rule.tol, max_rank=rule.max_rank,
+                               reference_norm=reference))
+
+    @property
+    def mean(self) -> TTVector:
+        """The posterior mean of ``w`` (a TT-vector)."""
+        return self._mean
+
+    @mean.setter
+    def mean(self, value: TTVector) -> None:
+        self._mean, self._mean_full = value, None
+
+    def _dense_mean(self) -> torch.Tensor:
+        """The mean as a dense vector of shape (N,), kept while row updates follow each other."""
+        if self._mean_full is None:
+            self._mean_full = self._mean.to_dense()
+        return self._mean_full
+
+    def _set_dense_mean(self, dense: torch.Tensor, update_norm: float) -> None:
+        """Round the updated dense mean with the ``"mean"`` rule (relative to ``update_norm``, the step's norm, when
+        rounding relative to updates) and keep its TT and the TT's dense vector."""
+        self.mean = self._compress(dense, "mean", update_norm=update_norm)
+        self._mean_full = self._mean.to_dense()
 
     # ------------------------------------------------------------------ update
     def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
@@ -209,26 +253,16 @@ class TTKalmanFilter:
 
         Notes
         -----
-        ``L − β g wᵀ`` is rounded by :meth:`_round_root`, as the block update's root with B = 1: formed and
-        rounded deterministically, or — with a rank cap in the ``"covariance"`` rule, when the outer product's TT
-        ranks rank(g)·rank(w) make the formed sum much larger than the cap — by a randomized sketch that never
-        forms it, then rounded against the update's norm.
+        ``w`` and ``g`` are contracted densely and compressed by a TT-SVD, the mean is updated densely and compressed
+        (see the module docstring); ``L − β g wᵀ`` is rounded by :meth:`_round_root`: formed and rounded
+        deterministically without a cap in the ``"covariance"`` rule, with one by
+        :func:`~tnbayes.tensors.round_rank_one_update`, against the update's norm when rounding relative to
+        updates.
         """
         if row.shape != self.shape:
             raise ValueError(f"Measurement row has TT modes {row.shape}; the state has {self.shape}.")
         noise = float(measurement_noise)
-        if self.square_root:
-            if self.forgetting_factor != 1.0:
-                self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
-            projected = self._round(self.covariance_sqrt.T.matvec(row), "innovation")  # w = Lᵀ c
-            innovation_variance = float(projected.dot(projected)) + noise
-            gain = self._round(self.covariance_sqrt.matvec(projected), "gain")  # g = L w = P c
-            beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
-            gain_norm = self._update_reference(gain)
-            update_norm = None if self.round_relative_to != "update" else \
-                beta * gain_norm * math.sqrt(innovation_variance - noise)  # ‖β g wᵀ‖_F
-            self.covariance_sqrt = self._round_root(self.covariance_sqrt, gain, projected * beta, 1, update_norm)
-        else:
+        if not self.square_root:
             if self.forgetting_factor != 1.0:
                 self._covariance = self._covariance / self.forgetting_factor
             gain = self._round(self._covariance.matvec(row), "gain")
@@ -236,9 +270,25 @@ class TTKalmanFilter:
             gain_norm = self._update_reference(gain)
             self._covariance = self._round(self._covariance - gain.outer(gain) / innovation_variance, "covariance",
                                            update_norm=gain_norm**2 / innovation_variance)
-        residual = float(target) - float(row.dot(self.mean))
-        step = residual / innovation_variance
-        self.mean = self._round(self.mean + gain * step, "mean", update_norm=abs(step) * gain_norm)
+            residual = float(target) - float(row.dot(self.mean))
+            step = residual / innovation_variance
+            self.mean = self._round(self.mean + gain * step, "mean", update_norm=abs(step) * gain_norm)
+        else:
+            if self.forgetting_factor != 1.0:
+                self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
+            root = self.covariance_sqrt
+            projected = self._compress(cores_to_dense(root.T.matvec(row).cores), "innovation")  # w = Lᵀ c
+            innovation_variance = float(torch.linalg.vector_norm(projected.to_dense())) ** 2 + noise
+            gain = self._compress(cores_to_dense(root.matvec(projected).cores), "gain")  # g = L w = P c
+            gain_dense = gain.to_dense()
+            beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
+            gain_norm = float(torch.linalg.vector_norm(gain_dense))
+            update_norm = None if self.round_relative_to != "update" else \
+                beta * gain_norm * math.sqrt(innovation_variance - noise)  # ‖β g wᵀ‖_F
+            self.covariance_sqrt = self._round_root(root, gain, projected * beta, 1, update_norm)
+            residual = float(target) - float(row.to_dense() @ self._dense_mean())
+            step = residual / innovation_variance
+            self._set_dense_mean(self._dense_mean() + step * gain_dense, abs(step) * gain_norm)
         self.num_updates += 1
         if self.square_root:  # rounding leaves cores 0..d-2 left-orthonormal: ‖L‖_F = ‖last core‖
             self.covariance_trace_history.append(float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2)
@@ -334,21 +384,18 @@ class TTKalmanFilter:
     def _round_root(self, root: TTMatrix, gain: TTVector, mixed: TTVector, batch: int,
                     update_norm: float | None) -> TTMatrix:
         """``round(L − G (A Wᵀ)ᵀ)`` with the covariance rule. Without a rank cap: formed and rounded
-        deterministically. With one: a block update (``batch`` > 1) sketches the sum without forming it
-        (:func:`~tnbayes.tensors.randomized_round_sum`); the row update (``batch`` = 1) does so, with
-        :data:`ROW_SKETCH_OVERSAMPLING`, only when the formed sum's ranks (r_L + r_g·r_w) exceed
-        :data:`RANDOMIZED_ROUNDING_RATIO` times the sketch's, and otherwise forms and rounds it."""
+        deterministically. With one, a row update (``batch`` = 1) by :func:`~tnbayes.tensors.round_rank_one_update`
+        (the same deterministic rounding, from Gram matrices, without forming the rank r_L + r_g·r_w sum), a block
+        update by a randomized sketch that never forms the sum (:func:`~tnbayes.tensors.randomized_round_sum`)."""
         rule = self.truncation["covariance"]
-        row_update = batch == 1
-        oversampling = ROW_SKETCH_OVERSAMPLING if row_update else BLOCK_SKETCH_OVERSAMPLING
-        sketch = rule.max_rank is not None and (not row_update or max(
-            r + g * a for r, g, a in zip(root.ranks, gain.ranks, mixed.ranks))
-            > RANDOMIZED_ROUNDING_RATIO * (rule.max_rank + oversampling))
-        if not sketch:
+        if rule.max_rank is None:
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
+        if batch == 1:
+            return round_rank_one_update(root, gain, mixed, -1.0, tol=rule.tol, max_rank=rule.max_rank,
+                                         reference_norm=update_norm)
         # relative to the update: sketch exactly, then round against the update's norm
         sketched = randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
-                                        tol=rule.tol if update_norm is None else 0.0, oversampling=oversampling,
-                                        generator=self._generator)
+                                        tol=rule.tol if update_norm is None else 0.0,
+                                        oversampling=BLOCK_SKETCH_OVERSAMPLING, generator=self._generator)
         return sketched if update_norm is None else sketched.round(rule.tol, rule.max_rank,
                                                                    reference_norm=update_norm)

@@ -1,0 +1,148 @@
+"""The Gram-matrix TT kernels against dense SVDs and Oseledets' rounding of the formed sum: the truncated factor,
+TT-SVD from both ends, the contraction to a dense vector, and the rounding of a TT-matrix plus an outer product."""
+
+import math
+
+import pytest
+import torch
+
+from tnbayes.tensors import TTMatrix, TTVector
+from tnbayes.tensors.tt_rounding import cores_to_dense, leading_factor, truncation_rank, tt_svd
+from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, round_rank_one_update
+
+
+def _decaying(rows, columns, seed=0):
+    """A matrix with singular values 2^-k (so every tolerance picks a definite rank)."""
+    g = torch.Generator().manual_seed(seed)
+    q1, _ = torch.linalg.qr(torch.randn(rows, min(rows, columns), generator=g, dtype=torch.float64))
+    q2, _ = torch.linalg.qr(torch.randn(columns, min(rows, columns), generator=g, dtype=torch.float64))
+    values = 2.0 ** -torch.arange(min(rows, columns), dtype=torch.float64)
+    return (q1 * values) @ q2.T
+
+
+@pytest.mark.parametrize("shape", [(6, 40), (40, 6)])
+@pytest.mark.parametrize("delta, cap", [(1e-3, None), (0.0, 3), (0.2, 4)])
+def test_gram_factor_keeps_the_svd_rank_and_its_best_approximation(shape, delta, cap):
+    matrix = _decaying(*shape)
+    u, rest = leading_factor(matrix, delta, cap, gram=True)
+    singular = torch.linalg.svdvals(matrix)
+    rank = truncation_rank(singular, delta, cap)
+    assert u.shape[1] == rank
+    torch.testing.assert_close(u.T @ u, torch.eye(rank, dtype=torch.float64), atol=1e-12, rtol=0)
+    best = torch.sqrt((singular[rank:] ** 2).sum())  # the Eckart–Young error of that rank
+    assert abs(float(torch.linalg.matrix_norm(matrix - u @ rest)) - float(best)) < 1e-9
+
+
+def test_tt_svd_from_both_ends_stays_within_its_bound():
+    """Gram route (float64, tol ≥ 1e-6): the error stays within tol·‖x‖, the ranks within the exact TT ranks (and
+    below them for a loose tolerance); every core but one is orthonormal."""
+    g = torch.Generator().manual_seed(3)
+    shape = (3, 4, 3, 5, 3)
+    exact = TTVector([torch.randn(r0, n, r1, generator=g, dtype=torch.float64) * s
+                      for r0, n, r1, s in zip([1, 3, 6, 6, 3], shape, [3, 6, 6, 3, 1], [1, 0.5, 0.3, 0.2, 1])])
+    dense = exact.to_dense().reshape(shape)
+    exact_ranks = [c.shape[2] for c in tt_svd(dense)]  # tol 0 without a cap: LAPACK's SVD, left to right
+    for tol in (1e-1, 1e-4):
+        cores = tt_svd(dense, tol=tol)
+        error = torch.linalg.vector_norm(cores_to_dense(cores) - dense.reshape(-1))
+        assert float(error) <= tol * float(torch.linalg.vector_norm(dense)) * (1 + 1e-9)
+        ranks = [c.shape[2] for c in cores]
+        assert all(r <= e for r, e in zip(ranks, exact_ranks))
+        if tol == 1e-1:
+            assert sum(ranks) < sum(exact_ranks)
+    orthonormal = 0
+    for core in cores:
+        left, right = core.reshape(-1, core.shape[2]), core.reshape(core.shape[0], -1)
+        orthonormal += bool(torch.allclose(left.T @ left, torch.eye(left.shape[1], dtype=torch.float64), atol=1e-10)
+                            or torch.allclose(right @ right.T, torch.eye(right.shape[0], dtype=torch.float64),
+                                              atol=1e-10))
+    assert orthonormal >= len(cores) - 1
+
+
+def test_tt_svd_with_a_reference_norm_and_a_zero_tensor():
+    x = torch.randn(3, 3, 3, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    loose = tt_svd(x, tol=1e-3, reference_norm=100.0 * float(torch.linalg.vector_norm(x)))
+    assert max(c.shape[2] for c in loose[:-1]) < max(c.shape[2] for c in tt_svd(x, tol=1e-3)[:-1])
+    zero = tt_svd(torch.zeros(3, 3, 3, dtype=torch.float64), tol=1e-3)
+    assert all(c.shape[2] == 1 for c in zero[:-1]) and float(cores_to_dense(zero).abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("shape", [(2,), (3, 4), (2, 3, 2, 5, 3), (3,) * 7])
+def test_cores_to_dense_equals_the_left_to_right_contraction(shape):
+    tt = TTVector.random(shape, 4, generator=torch.Generator().manual_seed(5))
+    full = tt.cores[0].reshape(shape[0], -1)
+    for core in tt.cores[1:]:
+        full = (full @ core.reshape(core.shape[0], -1)).reshape(-1, core.shape[2])
+    torch.testing.assert_close(cores_to_dense(tt.cores), full.reshape(-1), rtol=1e-12, atol=1e-12)
+
+
+def _update_case(shape, matrix_rank, vector_rank, seed=6):
+    g = torch.Generator().manual_seed(seed)
+    d = len(shape)
+    ranks = [1] + [matrix_rank] * (d - 1) + [1]
+    matrix = TTMatrix([torch.randn(ranks[k], n, n, ranks[k + 1], generator=g, dtype=torch.float64)
+                       for k, n in enumerate(shape)])
+    left = TTVector.random(shape, vector_rank, generator=g)
+    right = TTVector.random(shape, vector_rank, generator=g)
+    return matrix, left, right
+
+
+@pytest.mark.parametrize("tol, cap, reference", [(0.0, 2, None), (1e-2, None, None), (1e-3, 2, 5.0)])
+def test_rank_one_update_equals_rounding_the_formed_sum(tol, cap, reference):
+    """With a full eigendecomposition per bond (no cap, or one too close to the bond size for the subspace
+    iteration) the result is Oseledets' rounding of the formed ``A + s u vᵀ``, to round-off."""
+    matrix, left, right = _update_case((3, 2, 3, 2), 3, 3)
+    result = round_rank_one_update(matrix, left, right, -0.4, tol=tol, max_rank=cap, reference_norm=reference)
+    formed = (matrix - left.outer(right) * 0.4).round(tol, cap, reference_norm=reference)
+    assert result.ranks == formed.ranks
+    torch.testing.assert_close(result.to_dense(), formed.to_dense(), rtol=0, atol=1e-10)
+    last = result.cores[-1]
+    assert abs(float(torch.linalg.vector_norm(last)) - float(torch.linalg.matrix_norm(result.to_dense()))) < 1e-9
+
+
+def test_rank_one_update_by_subspace_iteration_is_near_the_deterministic_rounding():
+    """Cap well below the bond size (8 · 9 ≥ 2 (cap + oversampling)): the subspace iteration's error against the
+    dense sum is within 1% of Oseledets' rounding of the formed sum, the ranks within the cap (an update half the
+    matrix's norm: without oversampling the error is 9% larger, with 2 columns 1.1%)."""
+    cap = 8
+    assert 9 * cap >= 2 * (cap + SUBSPACE_OVERSAMPLING)
+    matrix, left, right = _update_case((3,) * 5, cap, 6)
+    scale = -0.5 * float(torch.linalg.matrix_norm(matrix.to_dense())) / float(
+        torch.linalg.vector_norm(left.to_dense()) * torch.linalg.vector_norm(right.to_dense()))
+    dense = matrix.to_dense() + scale * torch.outer(left.to_dense(), right.to_dense())
+    result = round_rank_one_update(matrix, left, right, scale, tol=1e-3, max_rank=cap)
+    formed = (matrix + left.outer(right) * scale).round(1e-3, cap)
+    assert max(result.ranks) <= cap
+    error, best = (float(torch.linalg.matrix_norm(t.to_dense() - dense)) for t in (result, formed))
+    assert best > 0 and error <= 1.01 * best, (error, best)
+
+
+def test_rank_one_update_refuses_mismatched_vectors():
+    matrix, left, right = _update_case((3, 2, 3), 2, 2)
+    with pytest.raises(ValueError, match="modes"):
+        round_rank_one_update(matrix, TTVector.random((2, 3, 3), 2), right, 1.0, tol=0.0, max_rank=None)
+    assert math.isfinite(float(round_rank_one_update(matrix, left, right, 1.0, tol=0.0, max_rank=4).norm()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_rank_one_update_keeps_a_small_update_relative_to_its_norm(dtype):
+    """The filter's case: an update 1e-4 of the matrix's norm, rounded relative to the update's own norm. The
+    subspace iteration (cap 20 against bonds of 8 · 9 + …) must resolve it as Oseledets' rounding of the formed sum
+    does (squaring M at once lost it: 0.58 of the update against 0.074), in float32 too (the Gram algebra runs in
+    float64)."""
+    matrix, left, right = _update_case((3,) * 5, 8, 4, seed=9)
+    size = float(torch.linalg.matrix_norm(matrix.to_dense()))
+    scale = -1e-4 * size / float(torch.linalg.vector_norm(left.to_dense()) * torch.linalg.vector_norm(right.to_dense()))
+    update = scale * torch.outer(left.to_dense(), right.to_dense())
+    reference = float(torch.linalg.matrix_norm(update))
+    dense = matrix.to_dense() + update
+    formed = (matrix + left.outer(right) * scale).round(1e-3, 20, reference_norm=reference)
+    best = float(torch.linalg.matrix_norm(formed.to_dense() - dense)) / reference
+    cast = TTMatrix([c.to(dtype) for c in matrix.cores])
+    result = round_rank_one_update(cast, TTVector([c.to(dtype) for c in left.cores]),
+                                   TTVector([c.to(dtype) for c in right.cores]), scale, tol=1e-3, max_rank=20,
+                                   reference_norm=reference)
+    assert result.cores[0].dtype == dtype
+    error = float(torch.linalg.matrix_norm(result.to_dense().double() - dense)) / reference
+    allowed = 1.05 * best + (0.0 if dtype == torch.float64 else 1e-6 * size / reference)  # float32 storage
+    assert error <= allowed, (error, best)
