@@ -69,7 +69,7 @@ def block_from_dense(columns: torch.Tensor, shape: Sequence[int], *, tol: float 
     The unfoldings of a block are very wide (B·N / n_1 columns at the first step), where an SVD is slow:
     :func:`~tnbayes.tensors.tt_svd` takes the Gram route there (float64, ``tol`` ≥
     :data:`~tnbayes.tensors.tt_rounding.GRAM_MIN_TOL` or 0 with a cap: eigenvectors of the small Gram matrices,
-    about 10× faster on a 2¹⁴-point sinc, singular values accurate to ~√ε relative).
+    singular values accurate to ~√ε relative).
 
     Parameters
     ----------

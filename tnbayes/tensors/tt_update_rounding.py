@@ -1,13 +1,15 @@
-"""Deterministic TT-rounding of a TT-matrix plus a scaled outer product, by Gram matrices (the *format* axis).
+"""TT-rounding of a TT-matrix plus a scaled outer product from Gram matrices, without forming it (the *format* axis).
 
 :func:`round_rank_one_update` rounds ``A + s·u vᵀ`` (``A`` a TT-matrix, ``u`` and ``v`` TT-vectors) to a tolerance
 and a rank cap without forming the sum, whose ranks ``r_A + r_u·r_v`` make Oseledets' rounding cost
-O(d n (r_A + r_u r_v)³) per call (the row update of the square-root Kalman filter: 8 + 12·12 on Adult). The result
-is that rounding's, up to round-off: the left-to-right sweep of truncated SVDs of the unfoldings, where each SVD
-comes from the eigendecomposition of ``Z G Zᵀ`` — ``Z`` the current core after the truncated left bases, ``G`` the
-Gram matrix of the sum's right interface. ``G`` has three blocks, built right to left at O(d n r_A r_u r_v (r_A +
-r_u + r_v)): ``A``'s own, the cross term ``A`` with ``u ⊗ v``, and ``G_u ⊗ G_v`` (the outer product's Gram is
-the Kronecker product of the two vectors', never formed).
+O(d n (r_A + r_u r_v)³) per call (the row update of the square-root Kalman filter: 8 + 12·12 on Adult). It is that
+rounding's left-to-right sweep of truncated SVDs of the unfoldings, where each SVD comes from the eigenvectors of
+``Z G Zᵀ`` — ``Z`` the current core after the truncated left bases, ``G`` the Gram matrix of the sum's right
+interface: all of them (the same result up to round-off) where the bond is small next to the cap, otherwise the
+leading ones from a subspace iteration with a fixed start (the same result up to the iteration's error, which the
+tests bound by 1.05× the formed rounding's), without forming ``Z G Zᵀ``. ``G`` has three blocks, built right to
+left at O(d n r_A r_u r_v (r_A + r_u + r_v)): ``A``'s own, the cross term ``A`` with ``u ⊗ v``, and ``G_u ⊗ G_v``
+(the outer product's Gram is the Kronecker product of the two vectors', never formed).
 
 Singular values come from an eigendecomposition of their squares, computed in float64 whatever the cores' dtype, so
 they are resolved to about √eps of the largest (1.5e-8): tails below that are kept rather than discarded (the rank
