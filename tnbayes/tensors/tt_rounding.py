@@ -46,12 +46,7 @@ def truncation_rank(singular_values: torch.Tensor, delta: float, max_rank: int |
     int
         The rank to keep, between 1 and ``k`` (and ``max_rank``).
     """
-    tail = torch.flip(torch.cumsum(torch.flip(singular_values.double() ** 2, [0]), 0), [0])  # tail[k] = Σ_{j≥k} s_j²
-    keep = int((tail > delta**2).sum())  # tail is non-increasing: keep the first `keep` values
-    keep = max(keep, 1)
-    if max_rank is not None:
-        keep = min(keep, int(max_rank))
-    return keep
+    return gram_rank(singular_values.flip(0) ** 2, delta, max_rank)
 
 
 def leading_factor(matrix: torch.Tensor, delta: float, max_rank: int | None, *,
@@ -85,9 +80,9 @@ def leading_factor(matrix: torch.Tensor, delta: float, max_rank: int | None, *,
     wide = m <= n
     gram_matrix = matrix @ matrix.T if wide else matrix.T @ matrix
     if wide and (max_rank is None or max_rank >= m):  # nothing to discard when σ_min² > delta²: Cholesky tells
-        shifted = gram_matrix - (delta * delta) * torch.eye(m, dtype=matrix.dtype, device=matrix.device)
-        if int(torch.linalg.cholesky_ex(shifted).info) == 0:
-            return torch.eye(m, dtype=matrix.dtype, device=matrix.device), matrix
+        identity = torch.eye(m, dtype=matrix.dtype, device=matrix.device)
+        if int(torch.linalg.cholesky_ex(gram_matrix - (delta * delta) * identity).info) == 0:
+            return identity, matrix
     values, vectors = torch.linalg.eigh(gram_matrix)
     rank = gram_rank(values, delta, max_rank)
     kept = vectors[:, vectors.shape[1] - rank:]  # the leading eigenvectors (eigh sorts ascending; order is free)

@@ -61,7 +61,7 @@ from tnbayes.tensors.tt_block import (
     block_outer,
     block_weighted_sum,
 )
-from tnbayes.tensors.tt_rounding import cores_to_dense, truncation_rank, tt_svd
+from tnbayes.tensors.tt_rounding import cores_to_dense, tt_svd
 
 __all__ = ["TTKalmanFilter", "covariance_from_root"]
 
