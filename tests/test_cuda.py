@@ -165,3 +165,60 @@ def test_tt_algebra_on_cuda_matches_cpu():
     for filt in (by_row, by_block):
         assert filt.mean.to_dense().device.type == DEVICE
         torch.testing.assert_close(filt.mean.to_dense().reshape(-1).cpu(), reference.mean, rtol=1e-8, atol=1e-10)
+
+
+def test_gram_roundings_and_the_capped_row_update_on_cuda_match_cpu():
+    """The Gram routes on the device: TT-SVD from Gram matrices (a tolerance ≥ 1e-6 and a cap), the rank-one root
+    rounding by eigendecomposition and by subspace iteration (caps 20 and 3 against bonds of 8 · 9 + …) give the
+    CPU's numbers to round-off. Twelve row updates of a filter with the Adult configuration's kinds of rules
+    (tolerances on w, g and the mean, the covariance capped at 3) stay within a small fraction of what the
+    truncation itself costs against the dense filter: the subspace iteration at a cap this low is unconverged, and
+    a rotation among nearly equal Ritz values (set by round-off) moves the next bond's start block, so the two
+    devices agree to far below the truncation error, not to round-off."""
+    from tnbayes.inference.kalman.dense import DenseKalmanFilter
+    from tnbayes.inference.kalman.tt_rows import TTKalmanFilter
+    from tnbayes.tensors import TTMatrix, TTVector, round_rank_one_update
+    from tnbayes.tensors.tt_rounding import tt_svd
+
+    generator = torch.Generator().manual_seed(5)
+    shape = (3,) * 6
+    dense = torch.randn(*shape, generator=generator, dtype=torch.float64) + 3.0
+    for tol, cap in ((1e-3, None), (0.0, 5), (1e-2, 4)):
+        cores_cpu = tt_svd(dense, tol=tol, max_rank=cap)
+        cores_gpu = tt_svd(dense.to(DEVICE), tol=tol, max_rank=cap)
+        assert [c.shape for c in cores_gpu] == [c.shape for c in cores_cpu]
+        torch.testing.assert_close(TTVector(cores_gpu).to_dense().cpu(), TTVector(cores_cpu).to_dense(),
+                                   rtol=1e-9, atol=1e-10)
+
+    ranks = [1, 8, 8, 8, 8, 8, 1]
+    matrix = TTMatrix([torch.randn(ranks[k], 3, 3, ranks[k + 1], generator=generator, dtype=torch.float64)
+                       for k in range(6)])
+    left, right = TTVector.random(shape, 4, generator=generator), TTVector.random(shape, 4, generator=generator)
+    for cap in (20, 3):
+        on_cpu = round_rank_one_update(matrix, left, right, -0.3, tol=1e-3, max_rank=cap)
+        on_gpu = round_rank_one_update(matrix.to(DEVICE), left.to(DEVICE), right.to(DEVICE), -0.3, tol=1e-3,
+                                       max_rank=cap)
+        assert on_gpu.cores[0].device.type == DEVICE and on_gpu.ranks == on_cpu.ranks
+        gap = float(torch.linalg.matrix_norm(on_gpu.to_dense().cpu() - on_cpu.to_dense()))
+        assert gap <= 1e-9 * float(torch.linalg.matrix_norm(on_cpu.to_dense())), (cap, gap)
+
+    truncation = {"innovation": (1e-3, None), "gain": (1e-3, None), "mean": (1e-4, None), "covariance": (1e-2, 3)}
+    rows = torch.randn(12, 3**6, generator=generator, dtype=torch.float64)
+    targets = torch.randn(12, generator=generator, dtype=torch.float64)
+    filters = {device: TTKalmanFilter(shape, 1.0, truncation=truncation, device=device) for device in ("cpu", DEVICE)}
+    reference = DenseKalmanFilter.isotropic(3**6, 1.0)
+    for row, target in zip(rows, targets):
+        reference.update(row, float(target), 0.1)
+        for device, filt in filters.items():
+            filt.update(TTVector.from_dense(row.reshape(shape).to(device), tol=1e-8), float(target), 0.1)
+    cpu, gpu = filters["cpu"], filters[DEVICE]
+    assert gpu.mean.cores[0].device.type == DEVICE and max(gpu.covariance_sqrt.ranks) <= 3
+    mean_cpu, root_cpu = cpu.mean.to_dense().reshape(-1), cpu.covariance_sqrt.to_dense()
+    mean_gap = float((gpu.mean.to_dense().reshape(-1).cpu() - mean_cpu).abs().max())
+    mean_truncation = float((mean_cpu - reference.mean).abs().max())
+    root_gpu = gpu.covariance_sqrt.to_dense().cpu()
+    covariance_gap = float(torch.linalg.matrix_norm(root_gpu @ root_gpu.T - root_cpu @ root_cpu.T))
+    covariance_truncation = float(torch.linalg.matrix_norm(root_cpu @ root_cpu.T - reference.covariance))
+    print(f"CUDA-DIFF capped row update: max |mean gap| {mean_gap:.2e} (truncation {mean_truncation:.2e}), "
+          f"‖P gap‖_F {covariance_gap:.2e} (truncation {covariance_truncation:.2e})")
+    assert mean_gap <= 0.05 * mean_truncation and covariance_gap <= 0.01 * covariance_truncation

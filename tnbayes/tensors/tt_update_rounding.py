@@ -92,13 +92,21 @@ def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], size: int, trace:
     if width is None or 2 * width > size:
         values, vectors = torch.linalg.eigh(apply(torch.eye(size, dtype=like.dtype, device=like.device)))
         rank = gram_rank(values, delta, max_rank)
-        return vectors[:, size - rank:], float(values[size - rank:].sum())
+        return _fixed_signs(vectors[:, size - rank:]), float(values[size - rank:].sum())
     q, _ = torch.linalg.qr(apply(_start_block(size, width, like.dtype, like.device)))
     q, _ = torch.linalg.qr(apply(q))  # orthonormalised between the products: M² would square the eigenvalue ratios
     values, vectors = torch.linalg.eigh(q.T @ apply(q))
     outside = max(trace - float(values.sum()), 0.0)
     rank = gram_rank(torch.cat([values.new_tensor([outside]), values]), delta, max_rank)
-    return q @ vectors[:, width - rank:], float(values[width - rank:].sum())
+    return _fixed_signs(q @ vectors[:, width - rank:]), float(values[width - rank:].sum())
+
+
+def _fixed_signs(basis: torch.Tensor) -> torch.Tensor:
+    """``basis`` (size, rank) with each column's largest-magnitude entry made positive. An eigenvector's sign is
+    LAPACK's (or cuSOLVER's) choice; the next bond's subspace iteration starts from a fixed block in the coordinates
+    this basis defines, so without a fixed sign its result would depend on the library, not only on the matrix."""
+    largest = basis.gather(0, basis.abs().argmax(dim=0, keepdim=True))
+    return basis * torch.where(largest < 0, -1.0, 1.0).to(basis.dtype)
 
 
 def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, scale: float, *, tol: float,
