@@ -52,6 +52,8 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "fl_table2": (["--only", "yacht", "--splits", "1"], ["--only", "yacht", "--splits", "1", "--epochs", "2"]),
     "rffnet_table2": (["--only", "se1", "--sizes", "1000", "--table-n", "5000"],
                       ["--only", "se1", "--sizes", "--table-n", "500"]),
+    "tnkf_cost": (["--sizes", "512", "2000", "--caps", "32:24", "8:4", "--fit"],
+                  ["--sizes", "256", "--caps", "8:4", "--blocks", "1", "--rows", "12", "--warm-rows", "4", "--fit"]),
     "tt_kalman_cost": (["--dims", "2", "4", "8", "--ranks", "5", "10", "--rows", "32"],
                        ["--dims", "2", "4", "--ranks", "4", "--rows", "8"]),
     "kalman_speedup": (["--workloads", "sinc", "--before-rows", "256", "--quick", "--defaults-rows", "1024"],

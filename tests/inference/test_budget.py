@@ -80,7 +80,7 @@ def test_plan_lowers_settings_before_rows_and_keeps_given_rows():
 
 
 def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
-    X, y = _data(64, 2)
+    X, y = _data(256, 2)  # TT modes (4, 8, 8): the caps bind (on 64 points every cap exceeds the modes' bounds)
     # given: 8 rows whatever the budget (keeps the test fast); row by row, the update whose ladder is walked here
     kwargs = dict(TNKF_FIXED, max_rows=8, block_size=1)
     unbudgeted = tnbayes.TNKF(time_budget=None, **kwargs).fit(X, y)
@@ -195,5 +195,9 @@ def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
     factors = [tnkf_block_cost_factor(b) for b in (1, 2, 4, 8, 16, 64)]
     assert factors[0] == 1.0 and factors[-2] == factors[-1] == pytest.approx(TNKF_BLOCK_COST_FACTOR)
     assert all(a > b for a, b in zip(factors[:-2], factors[1:-1]))
-    row = tnkf_seconds_per_row([8, 8, 8, 8], 16, 8, 8)
-    assert tnkf_seconds_per_row([8, 8, 8, 8], 16, 8, 8, block_size=16) == pytest.approx(TNKF_BLOCK_COST_FACTOR * row)
+    from tnbayes.inference.tnkf_cost import TNKF_BLOCK_COST, tnkf_block_features
+    blocks = [tnkf_seconds_per_row([8, 8, 8, 8], 16, 8, 8, block_size=b) for b in (2, 4, 8, 16, 64)]
+    features = tnkf_block_features([8, 8, 8, 8], 16, 8, 8)
+    per_block_row = sum(TNKF_BLOCK_COST[name] * value for name, value in features.items())
+    assert blocks[-2] == blocks[-1] == pytest.approx(TNKF_BLOCK_COST_FACTOR * per_block_row)
+    assert all(a > b for a, b in zip(blocks[:-2], blocks[1:-1]))

@@ -18,10 +18,8 @@ M = 8.
 machine (2 shared cores, one torch thread, float64) and scaled by the median speed of that machine during the
 measurements; under a heavier load a fit takes longer than predicted, on a faster machine shorter.
 
-* TNKF: a row of the state α (N = ∏ n_k entries, TT modes n_k) costs the contractions ``Lᵀc``, ``L w`` and
-  ``g wᵀ`` plus the TT-roundings of their results (``round`` of TT-vectors and of the TT-matrix ``L − β g wᵀ``, whose
-  formal ranks are ``r_L + r_g r_w``); the features are their flop counts, simulated core by core with ranks
-  bounded by the unfolding sizes (:func:`tnkf_row_features`).
+* TNKF: the row update's dense contractions, TT-SVDs and Gram rounding of the root, and the block update's
+  products and roundings of TTs; see :mod:`tnbayes.inference.tnkf_cost`.
 * TTKalmanGP: a batch of B rows costs a fixed overhead per core and per batch and contractions that grow with
   the TT ranks r_k and the basis size M (:func:`tt_kalman_row_features`).
 
@@ -43,6 +41,9 @@ from typing import Any
 
 import torch
 
+from .tnkf_cost import (TNKF_BLOCK_COST, TNKF_BLOCK_COST_FACTOR, TNKF_COST, tnkf_block_cost_factor,
+                        tnkf_block_features, tnkf_row_features, tnkf_seconds_per_row)
+
 __all__ = [
     "BudgetWarning",
     "BudgetPlan",
@@ -52,6 +53,7 @@ __all__ = [
     "BATCH_SIZE_SAVING",
     "HYPERPARAMETER_SHARE",
     "MIN_ROWS",
+    "TNKF_BLOCK_COST",
     "TNKF_BLOCK_COST_FACTOR",
     "TNKF_COST",
     "TNKF_RANK_LADDER",
@@ -69,6 +71,7 @@ __all__ = [
     "single_torch_thread",
     "tnkf_row_features",
     "tnkf_block_cost_factor",
+    "tnkf_block_features",
     "tnkf_seconds_per_row",
     "tt_kalman_row_features",
     "tt_kalman_seconds_per_row",
@@ -109,15 +112,6 @@ SMOOTHING_BUDGET_SHARE = 0.5
 #: sweeps the budget plans the smoothing for (the smoothing runs at least these, more while the budget lasts)
 TT_SMOOTHING_PLANNED_SWEEPS = 3
 
-#: seconds per unit of each TNKF feature (:func:`tnkf_row_features`)
-TNKF_COST: dict[str, float] = {
-    "row": 6.42e-3,
-    "contraction_flop": 7.08e-10,
-    "vector_rounding_flop": 4.73e-11,
-    "matrix_rounding_flop": 9.81e-11,
-}
-#: seconds per row of TNKF's block update (16 rows or more) relative to the row update (see tnkf_block_cost_factor)
-TNKF_BLOCK_COST_FACTOR = 0.35
 #: seconds per unit of each TTKalmanGP feature (:func:`tt_kalman_row_features`)
 TT_KALMAN_COST: dict[str, float] = {
     "core": 4.14e-4,
@@ -126,117 +120,6 @@ TT_KALMAN_COST: dict[str, float] = {
     "rank_product": 3.21e-5,
     "matrix_core_entry": 1.10e-7,
 }
-
-
-# ---------------------------------------------------------------------------------------------- TNKF
-def _bond_bounds(modes: Sequence[int]) -> list[int]:
-    """Largest rank of each of the d − 1 bonds of a TT-vector with these modes (the unfolding sizes)."""
-    total, left, bounds = math.prod(modes), 1, []
-    for n in modes[:-1]:
-        left *= n
-        bounds.append(min(left, total // left))
-    return bounds
-
-
-def _rounding_flops(modes: Sequence[int], formal: Sequence[float], kept: Sequence[float]) -> float:
-    """Flops of one TT-rounding (right-to-left QR, left-to-right truncated SVD) of a TT with these modes.
-
-    Parameters
-    ----------
-    modes : sequence of int
-        Mode sizes (d), the products of row and column modes for a TT-matrix.
-    formal : sequence of float
-        Bond ranks before the rounding (d − 1).
-    kept : sequence of float
-        Bond ranks after it (d − 1).
-    """
-    d = len(modes)
-    ranks = [1.0, *[float(r) for r in formal], 1.0]
-    flops = 0.0
-    for k in range(d - 1, 0, -1):  # QR of the (n_k r_k+1) × r_k unfolding; the rank shrinks to its smaller side
-        rows, cols = modes[k] * ranks[k + 1], ranks[k]
-        flops += 2.0 * max(rows, cols) * min(rows, cols) ** 2  # the QR
-        flops += 2.0 * ranks[k - 1] * modes[k - 1] * cols * min(rows, cols)  # R into the core on the left
-        ranks[k] = min(rows, cols)
-    left = 1.0
-    for k in range(d - 1):
-        rows, cols = left * modes[k], ranks[k + 1]
-        flops += 4.0 * max(rows, cols) * min(rows, cols) ** 2
-        new = max(1.0, min(float(kept[k]), rows, cols))
-        flops += 2.0 * new * cols * modes[k + 1] * ranks[k + 2]
-        left, ranks[k + 1] = new, new
-    return flops
-
-
-def _contraction_flops(modes: Sequence[int], a: Sequence[float], b: Sequence[float]) -> float:
-    """Flops of the core-wise product of two TTs with bond ranks a and b (a matvec or an outer product)."""
-    ra, rb = [1.0, *a, 1.0], [1.0, *b, 1.0]
-    return sum(2.0 * n * ra[k] * ra[k + 1] * rb[k] * rb[k + 1] for k, n in enumerate(modes))
-
-
-def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
-                      innovation_rank: int | None, row_ranks: Sequence[int] | None = None,
-                      mean_rank: int | None = None) -> dict[str, float]:
-    """Cost features of one TNKF row (one square-root Kalman update of the TT state).
-
-    Every TT quantity is assumed at its cap (or, without a cap, at the largest rank its modes allow): the
-    covariance root L reaches its cap after a few rows.
-
-    Parameters
-    ----------
-    shape : sequence of int
-        TT modes of the state α (d modes, product N).
-    covariance_rank, gain_rank, innovation_rank : int or None
-        Rank caps of L, of the gain ``g = L w`` and of the innovation ``w = Lᵀc`` (None: uncapped).
-    row_ranks : sequence of int, optional
-        Bond ranks of the compressed kernel rows (d − 1; default: the largest the modes allow).
-    mean_rank : int, optional
-        Rank cap of the mean (default: uncapped).
-
-    Returns
-    -------
-    dict
-        ``row`` (1: the kernel row, its compression and the fixed overhead), ``contraction_flop``,
-        ``vector_rounding_flop`` and ``matrix_rounding_flop``: the units of :data:`TNKF_COST`.
-    """
-    modes = [int(n) for n in shape]
-    bounds = _bond_bounds(modes)
-
-    def capped(cap: int | None, limits: Sequence[int]) -> list[float]:
-        return [float(b if cap is None else min(int(cap), b)) for b in limits]
-
-    L = capped(covariance_rank, [b * b for b in bounds])
-    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else capped(None, bounds)
-    w, g, m = capped(innovation_rank, bounds), capped(gain_rank, bounds), capped(mean_rank, bounds)
-    squared = [n * n for n in modes]
-    contraction = (_contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
-                   + _contraction_flops(squared, g, w))
-    vector_rounding = (_rounding_flops(modes, [a * b for a, b in zip(L, row)], w)
-                       + _rounding_flops(modes, [a * b for a, b in zip(L, w)], g)
-                       + _rounding_flops(modes, [a + b for a, b in zip(m, g)], m))
-    matrix_rounding = _rounding_flops(squared, [a + b * c for a, b, c in zip(L, g, w)], L)
-    return {"row": 1.0, "contraction_flop": contraction, "vector_rounding_flop": vector_rounding,
-            "matrix_rounding_flop": matrix_rounding}
-
-
-def tnkf_block_cost_factor(block_size: int) -> float:
-    """Seconds per row of TNKF's block update of ``block_size`` rows relative to the row-by-row update.
-
-    Measured on a 4096-point sinc (one thread, 512–2048 rows): 0.35, 0.22 and 0.18 at caps 32/24, 16/12 and 8/4
-    with blocks of 16 (0.07 with the paper's settings on 2¹⁴ points); :data:`TNKF_BLOCK_COST_FACTOR` is the
-    largest of them, reached at 16 rows and interpolated in log B below.
-    """
-    B = max(int(block_size), 1)
-    return float(TNKF_BLOCK_COST_FACTOR ** min(math.log(B) / math.log(16.0), 1.0))
-
-
-def tnkf_seconds_per_row(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
-                         innovation_rank: int | None, row_ranks: Sequence[int] | None = None,
-                         mean_rank: int | None = None, block_size: int = 1) -> float:
-    """Predicted seconds of one TNKF row: :data:`TNKF_COST` · :func:`tnkf_row_features` (same arguments), times
-    :func:`tnkf_block_cost_factor` for block updates of ``block_size`` rows."""
-    features = tnkf_row_features(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
-    return sum(TNKF_COST[name] * value for name, value in features.items()) * tnkf_block_cost_factor(block_size)
 
 
 # ---------------------------------------------------------------------------------------------- TTKalmanGP
@@ -460,12 +343,17 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
     return f"{head}, over the budget; {default}.", warning
 
 
-def filter_budget(time_budget: float | None, estimated_hyperparameters: bool) -> float | None:
-    """Seconds the filter may take: ``time_budget``, less :data:`HYPERPARAMETER_SHARE` of it when hyper-parameters
-    are estimated (None: no budget)."""
+def filter_budget(time_budget: float | None, estimated_hyperparameters: bool,
+                  elapsed_seconds: float = 0.0) -> float | None:
+    """Seconds the filter may take: ``time_budget``; when hyper-parameters are estimated, less
+    :data:`HYPERPARAMETER_SHARE` of it, and never more than what ``elapsed_seconds`` (the estimate's seconds, when
+    it took longer than its share) leaves of it (None: no budget)."""
     if time_budget is None:
         return None
-    return float(time_budget) * ((1.0 - HYPERPARAMETER_SHARE) if estimated_hyperparameters else 1.0)
+    if not estimated_hyperparameters:
+        return float(time_budget)
+    share = float(time_budget) * (1.0 - HYPERPARAMETER_SHARE)
+    return max(min(share, float(time_budget) - float(elapsed_seconds)), 0.0)
 
 
 def format_seconds(seconds: float) -> str:

@@ -127,10 +127,12 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         Rows per filter update. B > 1: each block of B rows is compressed as one block TT and conditioned on in
         one block square-root update (:meth:`~tnbayes.inference.kalman.TTKalmanFilter.update_block`: a B × B
         innovation covariance, one rounding of the mean and the covariance root per block instead of per row),
-        exact like the row update when nothing is truncated and many times cheaper per row. 1: Potter's
-        row-by-row update, as in the paper. ``"auto"`` (default): row by row when the time budget lets every row
-        through at the default caps (blocks were slightly less accurate where both fit: the defaults study, 16 sets of
-        400 rows, median NLPD +0.04), else :data:`DEFAULT_BLOCK_SIZE` rows (always 1 with a ``forgetting_factor``
+        exact like the row update when nothing is truncated, cheaper per row at small caps (the cost model of
+        :mod:`tnbayes.inference.tnkf_cost` predicts both). 1: Potter's row-by-row update, as in the paper.
+        ``"auto"`` (default): row by row when the time budget lets every row through at the default caps (blocks
+        were slightly less accurate where both fit: the defaults study, 16 sets of 400 rows, median NLPD +0.04),
+        else :data:`DEFAULT_BLOCK_SIZE` rows where the budget predicts them higher caps or more rows than row by
+        row (always 1 with a ``forgetting_factor``
         below 1 — a block divides P by λ_f^B once, before its B rows — and for :class:`~tnbayes.TNKFClassifier`).
         Early stopping is checked after each block.
     max_rows : int, "auto" or None
@@ -373,7 +375,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
     _BUDGETED = ("covariance", "gain", "innovation")
 
     def _plan_budget(self, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
-                     rules: dict[str, Truncation]) -> tuple[dict[str, Truncation], int]:
+                     rules: dict[str, Truncation], elapsed_seconds: float = 0.0) -> tuple[dict[str, Truncation], int]:
         """Rank caps and rows within ``time_budget``; sets ``budget_``, reports the choice, warns when over.
 
         Parameters
@@ -386,6 +388,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
             Entry of α of each training input.
         rules : dict
             The truncations from the parameters (:meth:`_truncation_rules`).
+        elapsed_seconds : float
+            The fit's seconds so far (the hyper-parameters): the filter never plans for more than the rest.
 
         Returns
         -------
@@ -407,7 +411,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         row_ranks = self._sample_row_ranks(X, X_ordered, position, rules["row"])
         mean_rank = rules["mean"].max_rank
 
-        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given")
+        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
 
         def plan_for(block_size: int):
             def seconds_per_row(candidate: Mapping[str, Any]) -> float:
@@ -421,9 +425,17 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
                 and budget is not None and (not plan.within_budget or plan.rows < wanted_rows
                                             or plan.settings != plan.first_settings):
-            # row by row would exceed the budget, or lower the caps or drop rows to fit it: blocks instead
-            self.block_size_ = int(self._auto_block_size)
-            plan = plan_for(self.block_size_)
+            # row by row would exceed the budget, or lower the caps or drop rows to fit it: blocks instead where
+            # they reach higher caps or more rows (at the same caps and rows within the budget, rows one at a time
+            # are the more accurate). Where both exceed it at the same caps and rows: the cheaper of the two if
+            # every rank is capped, else blocks (uncapped ranks follow the tolerances, which neither cost model
+            # sees; blocks share their roundings between rows)
+            blocks = plan_for(int(self._auto_block_size))
+            reach, block_reach = (plan.candidates_tried, -plan.rows), (blocks.candidates_tried, -blocks.rows)
+            uncapped = any(plan.settings[f"{q}_rank"] is None for q in self._BUDGETED)
+            if block_reach < reach or (block_reach == reach and not plan.within_budget and
+                                       (uncapped or blocks.predicted_seconds < plan.predicted_seconds)):
+                self.block_size_, plan = int(self._auto_block_size), blocks
         self._report(f"block_size: {self.block_size_} row(s) per filter update"
                      + (" (auto: row by row is the more accurate and fits the budget)" if self.block_size == "auto"
                         and self.block_size_ == 1 else ""))
@@ -472,7 +484,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         position = torch.empty_like(order)  # entry of α that belongs to training input i
         position[order] = torch.arange(n, device=order.device)
         self.block_size_ = self._resolve_block_size()
-        rules, limit = self._plan_budget(X, X_ordered, position, rules)
+        rules, limit = self._plan_budget(X, X_ordered, position, rules, time.perf_counter() - fit_start)
         self.truncation_ = {q: (rule.tol, rule.max_rank) for q, rule in rules.items()}
         stream = self._stream(n, order, X.shape[1], subsample=limit < n and self.max_rows == "auto")
         self.stream_order_ = stream

@@ -1,0 +1,228 @@
+"""The cost model of TNKF's filter: predicted seconds per streamed row, for the time budget (:mod:`.budget`).
+
+Two updates, two models, each linear in a few features of the settings with non-negative constants fitted to the
+relative error of seconds per row measured on the development machine (2 cores, one torch thread, float64):
+
+* **Row by row** (:func:`tnkf_row_features`, :data:`TNKF_COST`): the state-sized vectors ``Lᵀc``, ``L w`` and the
+  mean are contracted to dense vectors and compressed by TT-SVDs from Gram matrices, and ``L − β g wᵀ`` is
+  rounded from Gram matrices bond by bond (:func:`~tnbayes.tensors.round_rank_one_update`). The features are the
+  flops of those steps, simulated core by core with every rank at its cap (or at the bound its modes allow), plus a
+  fixed cost per row and per core (the calls). Constants from ``python -m benchmarks tnkf_cost``.
+* **Blocks of B rows** (:func:`tnkf_block_features`, :data:`TNKF_BLOCK_COST`): the products of TTs and the
+  TT-roundings of their results (the block update forms and rounds them once per block), times
+  :func:`tnkf_block_cost_factor`; constants from the same run's blocks of 16.
+
+Measured against the committed run (``benchmarks/results/tnkf_cost/``): neither update is the cheaper one
+everywhere, so the budget predicts both before it chooses blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["TNKF_BLOCK_COST", "TNKF_BLOCK_COST_FACTOR", "TNKF_COST", "tnkf_block_cost_factor", "tnkf_block_features",
+           "tnkf_row_features", "tnkf_seconds_per_row"]
+
+#: seconds per unit of each feature of the row update (:func:`tnkf_row_features`)
+TNKF_COST: dict[str, float] = {
+    "row": 0.0,
+    "core": 5.84e-4,
+    "contraction_flop": 3.65e-10,
+    "dense_flop": 0.0,
+    "root_rounding_flop": 3.95e-11,
+}
+#: seconds per unit of each feature of the block update (:func:`tnkf_block_features`), before the block factor
+TNKF_BLOCK_COST: dict[str, float] = {
+    "row": 1.08e-3,
+    "contraction_flop": 5.0e-10,
+    "vector_rounding_flop": 2.07e-10,
+    "matrix_rounding_flop": 6.54e-12,
+}
+#: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it
+#: came from gave 0.35, 0.22 and 0.18 per row of a formed-and-rounded row update at caps 32/24, 16/12 and 8/4
+TNKF_BLOCK_COST_FACTOR = 0.35
+#: columns beyond the cap of the root rounding's subspace iteration (``SUBSPACE_OVERSAMPLING`` of the rounding)
+_SUBSPACE_COLUMNS = 8
+
+
+def _bond_bounds(modes: Sequence[int]) -> list[int]:
+    """Largest rank of each of the d − 1 bonds of a TT-vector with these modes (the unfolding sizes)."""
+    total, left, bounds = math.prod(modes), 1, []
+    for n in modes[:-1]:
+        left *= n
+        bounds.append(min(left, total // left))
+    return bounds
+
+
+def _rounding_flops(modes: Sequence[int], formal: Sequence[float], kept: Sequence[float]) -> float:
+    """Flops of one TT-rounding (right-to-left QR, left-to-right truncated SVD) of a TT with these modes.
+
+    Parameters
+    ----------
+    modes : sequence of int
+        Mode sizes (d), the products of row and column modes for a TT-matrix.
+    formal : sequence of float
+        Bond ranks before the rounding (d − 1).
+    kept : sequence of float
+        Bond ranks after it (d − 1).
+    """
+    d = len(modes)
+    ranks = [1.0, *[float(r) for r in formal], 1.0]
+    flops = 0.0
+    for k in range(d - 1, 0, -1):  # QR of the (n_k r_k+1) × r_k unfolding; the rank shrinks to its smaller side
+        rows, cols = modes[k] * ranks[k + 1], ranks[k]
+        flops += 2.0 * max(rows, cols) * min(rows, cols) ** 2  # the QR
+        flops += 2.0 * ranks[k - 1] * modes[k - 1] * cols * min(rows, cols)  # R into the core on the left
+        ranks[k] = min(rows, cols)
+    left = 1.0
+    for k in range(d - 1):
+        rows, cols = left * modes[k], ranks[k + 1]
+        flops += 4.0 * max(rows, cols) * min(rows, cols) ** 2
+        new = max(1.0, min(float(kept[k]), rows, cols))
+        flops += 2.0 * new * cols * modes[k + 1] * ranks[k + 2]
+        left, ranks[k + 1] = new, new
+    return flops
+
+
+def _contraction_flops(modes: Sequence[int], a: Sequence[float], b: Sequence[float]) -> float:
+    """Flops of the core-wise product of two TTs with bond ranks a and b (a matvec or an outer product)."""
+    ra, rb = [1.0, *a, 1.0], [1.0, *b, 1.0]
+    return sum(2.0 * n * ra[k] * ra[k + 1] * rb[k] * rb[k + 1] for k, n in enumerate(modes))
+
+
+def _capped(cap: int | None, limits: Sequence[int]) -> list[float]:
+    return [float(b if cap is None else min(int(cap), b)) for b in limits]
+
+
+def _gram_tt_svd_flops(modes: Sequence[int], kept: Sequence[float]) -> float:
+    """Flops of a TT-SVD of a dense vector from Gram matrices, bond by bond from the left (Gram matrix of the
+    rank × mode side, its eigendecomposition, the projection of the rest)."""
+    rest, left, flops = float(math.prod(modes)), 1.0, 0.0
+    for k, n in enumerate(modes[:-1]):
+        rows = left * n
+        columns = rest / rows
+        new = max(1.0, min(float(kept[k]), rows, columns))
+        flops += 2.0 * rows * rows * columns + rows ** 3 + 2.0 * new * rows * columns
+        rest, left = new * columns, new
+    return flops
+
+
+def _root_rounding_flops(modes: Sequence[int], L: Sequence[float], g: Sequence[float], w: Sequence[float],
+                         cap: int | None) -> float:
+    """Flops of rounding ``L − β g wᵀ`` from Gram matrices (:func:`~tnbayes.tensors.round_rank_one_update`): the
+    right Gram recursions, then per bond the (r·n²) × (r·n²) matrix ``Z G Zᵀ`` applied to a block (subspace
+    iteration: three products of cap + 8 columns, two QRs) or formed and fully decomposed."""
+    d = len(modes)
+    ranks_l, ranks_uv = [1.0, *L, 1.0], [1.0, *[a * b for a, b in zip(g, w)], 1.0]
+    flops = 0.0
+    for k in range(d - 1, 0, -1):  # right Grams: A·A, A·(u⊗v), u·u, v·v
+        n2, right_l, right_uv = float(modes[k]) ** 2, ranks_l[k + 1], ranks_uv[k + 1]
+        flops += 2.0 * n2 * ranks_l[k] * (right_l + ranks_l[k]) * (right_l + right_uv)
+    carried = 1.0
+    for k in range(d - 1):
+        rows = carried * float(modes[k]) ** 2
+        formal = ranks_l[k + 1] + ranks_uv[k + 1]
+        flops += 2.0 * rows * (ranks_l[k] * ranks_l[k + 1] + ranks_uv[k] * ranks_uv[k + 1])  # Z of the bond
+        width = None if cap is None else cap + _SUBSPACE_COLUMNS
+        if width is None or 2 * width > rows:
+            flops += 4.0 * rows * formal * rows + 2.0 * formal * formal * rows + rows ** 3
+        else:
+            flops += 3.0 * (4.0 * rows * formal * width + 2.0 * formal * formal * width) + 4.0 * rows * width ** 2 \
+                + width ** 3
+        carried = max(1.0, min(ranks_l[k + 1], rows))
+    return flops
+
+
+def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
+                      innovation_rank: int | None, row_ranks: Sequence[int] | None = None,
+                      mean_rank: int | None = None) -> dict[str, float]:
+    """Cost features of one TNKF row update (one square-root Kalman update of the TT state).
+
+    Every TT quantity is assumed at its cap (or, without a cap, at the largest rank its modes allow): the
+    covariance root L reaches its cap after a few rows.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        TT modes of the state α (d modes, product N).
+    covariance_rank, gain_rank, innovation_rank : int or None
+        Rank caps of L, of the gain ``g = L w`` and of the innovation ``w = Lᵀc`` (None: uncapped).
+    row_ranks : sequence of int, optional
+        Bond ranks of the compressed kernel rows (d − 1; default: the largest the modes allow).
+    mean_rank : int, optional
+        Rank cap of the mean (default: uncapped).
+
+    Returns
+    -------
+    dict
+        ``row`` (1), ``core`` (d: the calls per core), ``contraction_flop`` (the core products of ``Lᵀc`` and
+        ``L w``), ``dense_flop`` (their contraction to dense vectors, the TT-SVDs of the row, ``w``, ``g`` and the
+        mean) and ``root_rounding_flop``: the units of :data:`TNKF_COST`.
+    """
+    modes = [int(n) for n in shape]
+    bounds = _bond_bounds(modes)
+    size = float(math.prod(modes))
+    L = _capped(covariance_rank, [b * b for b in bounds])
+    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
+    w, g, m = _capped(innovation_rank, bounds), _capped(gain_rank, bounds), _capped(mean_rank, bounds)
+    squared = [n * n for n in modes]
+    contraction = _contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
+    widest = max([a * b for a, b in zip(L, row)] + [a * b for a, b in zip(L, w)] + [1.0])
+    dense = 4.0 * size * widest + sum(_gram_tt_svd_flops(modes, kept) for kept in (row, w, g, m))
+    return {"row": 1.0, "core": float(len(modes)), "contraction_flop": contraction, "dense_flop": dense,
+            "root_rounding_flop": _root_rounding_flops(modes, L, g, w, covariance_rank)}
+
+
+def tnkf_block_features(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
+                        innovation_rank: int | None, row_ranks: Sequence[int] | None = None,
+                        mean_rank: int | None = None) -> dict[str, float]:
+    """Cost features per row of TNKF's block update: the products of TTs and the TT-roundings of their results.
+
+    Parameters
+    ----------
+    shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank
+        As for :func:`tnkf_row_features` (every TT quantity at its cap or at the bound of its modes).
+
+    Returns
+    -------
+    dict
+        ``row`` (1: the kernel row, its compression and the fixed overhead), ``contraction_flop``,
+        ``vector_rounding_flop`` and ``matrix_rounding_flop``: the units of :data:`TNKF_BLOCK_COST`.
+    """
+    modes = [int(n) for n in shape]
+    bounds = _bond_bounds(modes)
+
+    L = _capped(covariance_rank, [b * b for b in bounds])
+    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
+    w, g, m = _capped(innovation_rank, bounds), _capped(gain_rank, bounds), _capped(mean_rank, bounds)
+    squared = [n * n for n in modes]
+    contraction = (_contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
+                   + _contraction_flops(squared, g, w))
+    vector_rounding = (_rounding_flops(modes, [a * b for a, b in zip(L, row)], w)
+                       + _rounding_flops(modes, [a * b for a, b in zip(L, w)], g)
+                       + _rounding_flops(modes, [a + b for a, b in zip(m, g)], m))
+    matrix_rounding = _rounding_flops(squared, [a + b * c for a, b, c in zip(L, g, w)], L)
+    return {"row": 1.0, "contraction_flop": contraction, "vector_rounding_flop": vector_rounding,
+            "matrix_rounding_flop": matrix_rounding}
+
+
+def tnkf_block_cost_factor(block_size: int) -> float:
+    """The factor on :data:`TNKF_BLOCK_COST` for blocks of ``block_size`` rows: :data:`TNKF_BLOCK_COST_FACTOR` from
+    16 rows on (the constants are fitted to blocks of 16 with it), interpolated in log B towards 1 below (a block
+    shares its roundings among fewer rows)."""
+    B = max(int(block_size), 1)
+    return float(TNKF_BLOCK_COST_FACTOR ** min(math.log(B) / math.log(16.0), 1.0))
+
+
+def tnkf_seconds_per_row(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
+                         innovation_rank: int | None, row_ranks: Sequence[int] | None = None,
+                         mean_rank: int | None = None, block_size: int = 1) -> float:
+    """Predicted seconds per TNKF row: :data:`TNKF_COST` · :func:`tnkf_row_features` row by row (``block_size``
+    1), :data:`TNKF_BLOCK_COST` · :func:`tnkf_block_features` times :func:`tnkf_block_cost_factor` in blocks of
+    ``block_size`` rows (same other arguments)."""
+    arguments = (shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
+    if int(block_size) <= 1:
+        return sum(TNKF_COST[name] * value for name, value in tnkf_row_features(*arguments).items())
+    features = tnkf_block_features(*arguments)
+    return sum(TNKF_BLOCK_COST[name] * value for name, value in features.items()) * tnkf_block_cost_factor(block_size)
