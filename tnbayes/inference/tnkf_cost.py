@@ -95,6 +95,18 @@ def _capped(cap: int | None, limits: Sequence[int]) -> list[float]:
     return [float(b if cap is None else min(int(cap), b)) for b in limits]
 
 
+def _ranks_at_caps(shape: Sequence[int], covariance_rank: int | None, gain_rank: int | None,
+                   innovation_rank: int | None, row_ranks: Sequence[int] | None,
+                   mean_rank: int | None) -> tuple[list[int], ...]:
+    """The modes and the bond ranks (d − 1 each) of L, the kernel row, w, g and the mean at their caps, or at the
+    bounds of the modes (L: of the squared modes) where uncapped."""
+    modes = [int(n) for n in shape]
+    bounds = _bond_bounds(modes)
+    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
+    return (modes, _capped(covariance_rank, [b * b for b in bounds]), row, _capped(innovation_rank, bounds),
+            _capped(gain_rank, bounds), _capped(mean_rank, bounds))
+
+
 def _gram_tt_svd_flops(modes: Sequence[int], kept: Sequence[float]) -> float:
     """Flops of a TT-SVD of a dense vector from Gram matrices, bond by bond from the left (Gram matrix of the
     rank × mode side, its eigendecomposition, the projection of the rest)."""
@@ -160,12 +172,8 @@ def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_ra
         ``L w``), ``dense_flop`` (their contraction to dense vectors, the TT-SVDs of the row, ``w``, ``g`` and the
         mean) and ``root_rounding_flop``: the units of :data:`TNKF_COST`.
     """
-    modes = [int(n) for n in shape]
-    bounds = _bond_bounds(modes)
+    modes, L, row, w, g, m = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
     size = float(math.prod(modes))
-    L = _capped(covariance_rank, [b * b for b in bounds])
-    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
-    w, g, m = _capped(innovation_rank, bounds), _capped(gain_rank, bounds), _capped(mean_rank, bounds)
     squared = [n * n for n in modes]
     contraction = _contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
     widest = max([a * b for a, b in zip(L, row)] + [a * b for a, b in zip(L, w)] + [1.0])
@@ -190,12 +198,7 @@ def tnkf_block_features(shape: Sequence[int], covariance_rank: int | None, gain_
         ``row`` (1: the kernel row, its compression and the fixed overhead), ``contraction_flop``,
         ``vector_rounding_flop`` and ``matrix_rounding_flop``: the units of :data:`TNKF_BLOCK_COST`.
     """
-    modes = [int(n) for n in shape]
-    bounds = _bond_bounds(modes)
-
-    L = _capped(covariance_rank, [b * b for b in bounds])
-    row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
-    w, g, m = _capped(innovation_rank, bounds), _capped(gain_rank, bounds), _capped(mean_rank, bounds)
+    modes, L, row, w, g, m = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
     squared = [n * n for n in modes]
     contraction = (_contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
                    + _contraction_flops(squared, g, w))

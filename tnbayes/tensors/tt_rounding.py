@@ -190,7 +190,7 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
     rest = tensor.reshape(1, -1)
     for k in range(d - 1):
         rest = rest.reshape(rank * shape[k], -1)
-        u, rest = leading_factor(rest, delta, max_rank, gram=gram)
+        u, rest = leading_factor(rest, delta, max_rank)
         new_rank = u.shape[1]
         cores.append(u.reshape(rank, shape[k], new_rank))
         rank = new_rank
