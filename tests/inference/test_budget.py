@@ -190,6 +190,18 @@ def test_a_quarter_of_the_budget_is_kept_for_estimated_hyperparameters():
     assert given.budget_["filter_budget"] + given.budget_["smoothing_reserve"] == pytest.approx(100.0)
 
 
+@pytest.mark.parametrize("model", [tnbayes.TNKF, tnbayes.TTKalmanGP])
+def test_hyperparameters_over_their_share_cut_the_filter_budget(model):
+    """When estimating the hyper-parameters takes longer than their quarter of the budget, the filter plans with what
+    is left of the budget (here nothing: a budget of a millisecond), not with three quarters of it."""
+    X, y = _data(60, 2)
+    with pytest.warns(BudgetWarning, match="hyper-parameters took all of time_budget=0.001"):
+        fitted = model(max_rows=16, time_budget=1e-3).fit(X, y)
+    assert fitted.budget_["hyperparameter_seconds"] > 1e-3
+    assert fitted.budget_["filter_budget"] + fitted.budget_.get("smoothing_reserve", 0.0) == 0.0
+    assert np.isfinite(fitted.predict(X[:5])).all()
+
+
 def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
     from tnbayes.inference.budget import TNKF_BLOCK_COST_FACTOR, tnkf_block_cost_factor, tnkf_seconds_per_row
     factors = [tnkf_block_cost_factor(b) for b in (1, 2, 4, 8, 16, 64)]

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from tnbayes import TNKF, datasets, metrics
-from tnbayes.inference.kalman import DenseKalmanFilter, TTKalmanFilter
+from tnbayes.inference.kalman import BlockUpdateError, DenseKalmanFilter, TTKalmanFilter
 from tnbayes.tensors import TTVector
-from tnbayes.tensors.tt_block import block_dot, block_from_dense, block_outer, block_transpose_norms_squared
+from tnbayes.tensors.tt_block import (block_dot, block_from_dense, block_gram, block_outer,
+                                      block_transpose_norms_squared)
 
 EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
 
@@ -65,6 +66,8 @@ def test_block_helpers_match_dense_algebra():
     torch.testing.assert_close(block_dot(bu, TTVector.from_dense(x, shape), B), U @ x)
     torch.testing.assert_close(block_outer(bu, bv, B).to_dense(), U.T @ V)
     torch.testing.assert_close(block_transpose_norms_squared(L_tt, bu, B), ((U @ L) ** 2).sum(1))
+    torch.testing.assert_close(block_gram(bu, B), U @ U.T)
+    torch.testing.assert_close(block_gram(bu, B, bv), U @ V.T)
 
 
 def test_truncated_block_update_keeps_the_covariance_psd():
@@ -98,6 +101,69 @@ def test_tnkf_block_size_matches_the_row_path_on_a_small_sinc():
     assert rmse[16] < 0.12 and rmse[1] < 0.12
     assert abs(rmse[16] - rmse[1]) < 0.005
     assert np.sqrt(np.mean((means[16] - means[1]) ** 2)) < 0.02
+
+
+def test_a_block_its_roundings_lose_is_rejected_with_the_state_unchanged():
+    """Small noise with binding innovation and gain caps: a rounded block update that would miss its rows' exact
+    posterior residual R S⁻¹ r (S⁻¹ amplifies rounding errors by up to 1/R) raises and changes nothing; without the
+    caps every block passes and leaves exactly that residual."""
+    shape, B, R = (4, 4, 4), 8, 1e-4
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(64, 1, generator=g, dtype=torch.float64)
+    K = torch.exp(-0.5 * torch.cdist(x, x) ** 2 / 0.4**2)
+    y = torch.sin(6 * x[:, 0]) + 0.1 * torch.randn(64, generator=g, dtype=torch.float64)
+    caps = {"innovation": (0.0, 4), "gain": (0.0, 4), "covariance": (0.0, 8)}
+    tight = TTKalmanFilter(shape, 1.0, truncation={**EXACT, **caps})
+    exact = TTKalmanFilter(shape, 1.0, truncation=EXACT)
+    rejected = None
+    for first in range(0, 64, B):
+        rows, targets = K[first:first + B], y[first:first + B]
+        residual = targets - rows @ exact.mean.to_dense()
+        innovation = exact.update_block(rows, targets, R)
+        torch.testing.assert_close(targets - rows @ exact.mean.to_dense(), R * torch.linalg.solve(innovation, residual),
+                                   rtol=1e-6, atol=1e-9)
+        if rejected is None:
+            state = (tight.mean.to_dense(), tight.covariance_sqrt.to_dense(), tight.num_updates)
+            try:
+                tight.update_block(rows, targets, R)
+            except BlockUpdateError as error:
+                assert "one at a time" in str(error)
+                rejected = first
+    assert rejected is not None and tight.block_misses[-1] > 0.5 and max(tight.block_misses[:-1], default=0) <= 0.5
+    assert max(exact.block_misses) < 1e-6  # the exact update meets R S⁻¹ r to round-off
+    assert torch.equal(tight.mean.to_dense(), state[0]) and torch.equal(tight.covariance_sqrt.to_dense(), state[1])
+    assert tight.num_updates == state[2] == rejected == len(tight.covariance_trace_history)
+
+
+def test_tnkf_goes_row_by_row_from_a_rejected_block(monkeypatch):
+    """TNKF catches the rejection and streams that block and the rest row by row (``block_fallback_row_``): nearly
+    the row-by-row fit, where keeping every block (the check switched off) is 1.6× worse."""
+    import tnbayes.inference.kalman.tt_rows as tt_rows
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (756, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.02 * rng.standard_normal(756)
+    settings = dict(lengthscale=0.5, outputscale=1.0, measurement_noise=1e-6, time_budget=None,
+                    noise_estimate="training", truncation={"innovation": (1e-4, 2), "gain": (1e-5, 2),
+                                                           "covariance": (1e-4, 8)})
+
+    def rmse(model):
+        return metrics.evaluate(model.posterior(X[256:]), y[256:])["rmse"]
+
+    rows = TNKF(block_size=1, **settings).fit(X[:256], y[:256])
+    checked = TNKF(block_size=16, verbose=True, **settings).fit(X[:256], y[:256])
+    assert rows.block_fallback_row_ is None and checked.block_fallback_row_ % 16 == 0
+    assert any(f"block update rejected at row {checked.block_fallback_row_}" in line for line in checked.fit_report_)
+    assert checked.rows_processed_ == 256 and rmse(checked) <= 1.2 * rmse(rows)
+    monkeypatch.setattr(tt_rows, "BLOCK_CONSISTENCY", math.inf)
+    unchecked = TNKF(block_size=16, **settings).fit(X[:256], y[:256])
+    assert unchecked.block_fallback_row_ is None and rmse(unchecked) > 1.4 * rmse(rows)
+
+
+def test_tnkf_blocks_that_pass_the_check_stay_blocks():
+    data = datasets.make_sinc(n_train=256, n_test=64, seed=1)
+    model = TNKF(block_size=16, time_budget=None, hyper_max_points=256).fit(data.X_train, data.y_train)
+    assert model.block_fallback_row_ is None and model.block_size_ == 16
 
 
 def test_tnkf_block_size_is_validated():

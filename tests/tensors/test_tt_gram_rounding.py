@@ -1,5 +1,5 @@
 """The Gram-matrix TT kernels against dense SVDs and Oseledets' rounding of the formed sum: the truncated factor,
-TT-SVD from both ends, the contraction to a dense vector, and the rounding of a TT-matrix plus an outer product."""
+TT-SVD from both ends, the contractions to a dense vector, and the rounding of a TT-matrix plus an outer product."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tnbayes.tensors import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import cores_to_dense, leading_factor, truncation_rank, tt_svd
+from tnbayes.tensors.tt_rounding import cores_to_dense, leading_factor, matvec_to_dense, truncation_rank, tt_svd
 from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, round_rank_one_update
 
 
@@ -74,6 +74,26 @@ def test_cores_to_dense_equals_the_left_to_right_contraction(shape):
     for core in tt.cores[1:]:
         full = (full @ core.reshape(core.shape[0], -1)).reshape(-1, core.shape[2])
     torch.testing.assert_close(cores_to_dense(tt.cores), full.reshape(-1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("row_shape, col_shape", [((3,), (2,)), ((2, 3), (3, 2)), ((3, 2, 4, 2, 3), (2, 3, 2, 3, 2)),
+                                                  ((3,) * 7, (3,) * 7)])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_matvec_to_dense_equals_the_dense_product(row_shape, col_shape, transpose):
+    """``A x`` and ``Aᵀ x`` of a TT-matrix (unequal row and column modes, ranks that differ by bond) and a TT-vector,
+    against the product of the dense matrix and vector."""
+    g = torch.Generator().manual_seed(11)
+    d = len(row_shape)
+    ranks = [1] + [3 + k for k in range(d - 1)] + [1]
+    matrix = TTMatrix([torch.randn(ranks[k], row_shape[k], col_shape[k], ranks[k + 1], generator=g,
+                                   dtype=torch.float64) for k in range(d)])
+    vector = TTVector.random(row_shape if transpose else col_shape, 4, generator=g)
+    dense = matrix.to_dense().T if transpose else matrix.to_dense()
+    expected = dense @ vector.to_dense()
+    result = matvec_to_dense(matrix.cores, vector.cores, transpose=transpose)
+    assert result.shape == expected.shape
+    scale = float(expected.abs().max())  # entries sum products of many cores: round-off relative to the largest
+    torch.testing.assert_close(result, expected, rtol=0, atol=1e-13 * scale)
 
 
 def _update_case(shape, matrix_rank, vector_rank, seed=6):

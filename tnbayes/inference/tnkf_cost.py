@@ -21,16 +21,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tnbayes.tensors.tt_rounding import middle_bond
+
 __all__ = ["TNKF_BLOCK_COST", "TNKF_BLOCK_COST_FACTOR", "TNKF_COST", "tnkf_block_cost_factor", "tnkf_block_features",
            "tnkf_row_features", "tnkf_seconds_per_row"]
 
 #: seconds per unit of each feature of the row update (:func:`tnkf_row_features`)
 TNKF_COST: dict[str, float] = {
-    "row": 0.0,
-    "core": 5.84e-4,
-    "contraction_flop": 3.65e-10,
-    "dense_flop": 0.0,
-    "root_rounding_flop": 3.95e-11,
+    "row": 3.62e-4,
+    "core": 6.78e-4,
+    "contraction_flop": 3.71e-11,
+    "dense_flop": 4.64e-12,
+    "root_rounding_flop": 5.53e-11,
 }
 #: seconds per unit of each feature of the block update (:func:`tnkf_block_features`), before the block factor
 TNKF_BLOCK_COST: dict[str, float] = {
@@ -89,6 +91,21 @@ def _contraction_flops(modes: Sequence[int], a: Sequence[float], b: Sequence[flo
     """Flops of the core-wise product of two TTs with bond ranks a and b (a matvec or an outer product)."""
     ra, rb = [1.0, *a, 1.0], [1.0, *b, 1.0]
     return sum(2.0 * n * ra[k] * ra[k + 1] * rb[k] * rb[k + 1] for k, n in enumerate(modes))
+
+
+def _dense_matvec_flops(modes: Sequence[int], a: Sequence[float], x: Sequence[float]) -> float:
+    """Flops of :func:`~tnbayes.tensors.matvec_to_dense` of a TT-matrix with bond ranks a (square modes) and a
+    TT-vector with bond ranks x: both ends contracted core by core towards the middle bond, then joined there."""
+    ra, rx, d = [1.0, *a, 1.0], [1.0, *x, 1.0], len(modes)
+    split = middle_bond(modes)
+    flops, left, right = 0.0, 1.0, 1.0
+    for k in range(d):
+        n = float(modes[k])
+        outer = left if k < split else right
+        flops += 2.0 * outer * n * rx[k] * rx[k + 1] * (ra[k] if k < split else ra[k + 1])  # the vector's core
+        flops += 2.0 * outer * n * n * ra[k] * ra[k + 1] * (rx[k + 1] if k < split else rx[k])  # the matrix's core
+        left, right = (left * n, right) if k < split else (left, right * n)
+    return flops + 2.0 * left * ra[split] * rx[split] * right
 
 
 def _capped(cap: int | None, limits: Sequence[int]) -> list[float]:
@@ -168,16 +185,15 @@ def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_ra
     Returns
     -------
     dict
-        ``row`` (1), ``core`` (d: the calls per core), ``contraction_flop`` (the core products of ``Lᵀc`` and
-        ``L w``), ``dense_flop`` (their contraction to dense vectors, the TT-SVDs of the row, ``w``, ``g`` and the
-        mean) and ``root_rounding_flop``: the units of :data:`TNKF_COST`.
+        ``row`` (1), ``core`` (d: the calls per core), ``contraction_flop`` (``Lᵀc`` and ``L w`` contracted to
+        dense vectors, :func:`~tnbayes.tensors.matvec_to_dense`), ``dense_flop`` (the TT-SVDs of the row, ``w``,
+        ``g`` and the mean, and the dense mean's step) and ``root_rounding_flop``: the units of :data:`TNKF_COST`.
     """
     modes, L, row, w, g, m = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
     size = float(math.prod(modes))
     squared = [n * n for n in modes]
-    contraction = _contraction_flops(squared, L, row) + _contraction_flops(squared, L, w)
-    widest = max([a * b for a, b in zip(L, row)] + [a * b for a, b in zip(L, w)] + [1.0])
-    dense = 4.0 * size * widest + sum(_gram_tt_svd_flops(modes, kept) for kept in (row, w, g, m))
+    contraction = _dense_matvec_flops(modes, L, row) + _dense_matvec_flops(modes, L, w)
+    dense = 2.0 * size + sum(_gram_tt_svd_flops(modes, kept) for kept in (row, w, g, m))
     return {"row": 1.0, "core": float(len(modes)), "contraction_flop": contraction, "dense_flop": dense,
             "root_rounding_flop": _root_rounding_flops(modes, L, g, w, covariance_rank)}
 

@@ -14,7 +14,7 @@ import math
 import gpytorch
 import torch
 
-from tnbayes.inference.kalman import TTKalmanFilter, Truncation
+from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors import TTVector, hierarchical_order
@@ -175,7 +175,8 @@ class KernelRowsMixin:
         block_size : int
             Rows per filter update: 1, Potter's row-by-row update (:meth:`TTKalmanFilter.update`); B > 1, one
             block update of B rows (:meth:`TTKalmanFilter.update_block`). Early stopping is checked after each
-            update.
+            update. A block the filter rejects (:class:`~tnbayes.inference.kalman.BlockUpdateError`) and every row
+            after it are filtered one at a time (``block_fallback_row_``).
 
         Returns
         -------
@@ -187,6 +188,7 @@ class KernelRowsMixin:
         """
         n, n_padded, shape = X.shape[0], self.n_padded_, self.tt_shape_
         step = max(1, int(block_size))
+        self.block_fallback_row_ = None
         chunk = max(step, self._block_rows(n) // step * step)  # kernel rows computed at once: whole blocks
         max_ranks = {q: 1 for q in ("row", "mean", "covariance")}
         progress = None
@@ -204,18 +206,29 @@ class KernelRowsMixin:
             streamed = stream[first:last]
             rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
             rows[torch.arange(last - first), position[streamed]] += self.penalty_
-            for i in range(0, last - first, step):
+            i = 0
+            while i < last - first:
                 size = min(step, last - first - i)
                 if held_out is not None:
                     self._predict_held_out(kalman, rows[i:i + size], streamed[i:i + size], position,
                                            targets[first + i:first + i + size], row_rule,
                                            held_out.wanted(first + i, size), held_out)
-                if step == 1:
-                    row = TTVector.from_dense(rows[i], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
-                    kalman.update(row, float(targets[first + i]), self.measurement_noise_)
-                else:
-                    row = self._compress_block(rows[i:i + size], row_rule)
-                    kalman.update_block(row, targets[first + i:first + i + size], self.measurement_noise_)
+                row = None
+                if step > 1:
+                    block = self._compress_block(rows[i:i + size], row_rule)
+                    try:
+                        kalman.update_block(block, targets[first + i:first + i + size], self.measurement_noise_)
+                        row = block
+                    except BlockUpdateError:  # the state is unchanged: these rows and the rest one at a time
+                        step, self.block_fallback_row_ = 1, first + i
+                        self._report(f"block update rejected at row {first + i}: its rounded innovation and gain "
+                                     f"missed the exact update of its rows by more than half their residual; rows "
+                                     f"one at a time from there.")
+                if row is None:  # row by row: from the start, or since a block was rejected
+                    for j in range(i, i + size):
+                        row = TTVector.from_dense(rows[j], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                        kalman.update(row, float(targets[first + j]), self.measurement_noise_)
+                i += size
                 max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
                 max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))

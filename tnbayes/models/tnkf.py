@@ -144,10 +144,11 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         rank caps and ``max_rows`` — are chosen by a cost model of the seconds per row
         (:mod:`tnbayes.inference.budget`): the largest caps of
         :data:`~tnbayes.inference.budget.TNKF_RANK_LADDER` that stream every row within the budget (a quarter of
-        it is kept for estimating missing hyper-parameters), else the smallest caps on fewer rows. A budget that
-        even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings
-        to pass. None: no budget (the :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget
-        the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
+        it is kept for estimating missing hyper-parameters, all the seconds the estimate took when it took more),
+        else the smallest caps on fewer rows. A budget that even those settings exceed raises a
+        :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
+        :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget the filter runs on one torch
+        thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
         state before them (their kernel rows without their own entry, as a new input's: a prequential hold-out that
@@ -229,6 +230,11 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
     fit_seconds_per_row_ : float
     block_size_ : int
         Rows per filter update (``block_size``; 1: row by row).
+    block_fallback_row_ : int or None
+        The streamed row from which the filter went row by row because a block update failed its consistency check
+        (:meth:`~tnbayes.inference.kalman.TTKalmanFilter.update_block`); None: no block was rejected.
+    block_misses_ : list of float
+        The filter's ``block_misses``: per block update, by what share of its residual it missed the exact one.
     budget_ : dict
         What the time budget chose and why: ``time_budget``, ``filter_budget`` (the seconds the filter planned
         with), ``settings`` (``covariance_rank``, ``gain_rank``, ``innovation_rank``, ``max_rows``), ``chosen``
@@ -511,6 +517,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         self.n_iter_ = int(kalman.num_updates)
         self.converged_ = bool(stopped)
         self.max_ranks_ = max_ranks
+        self.block_misses_ = list(kalman.block_misses)
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
         self._store_noise(held_out)
 

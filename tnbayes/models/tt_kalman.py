@@ -155,7 +155,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         ``batch_size``, ``max_rows`` — are chosen by a cost model of the seconds per row
         (:mod:`tnbayes.inference.budget`): the rule's M (up to the ceiling) and the largest rank cap of the
         ladder that filter every row within the budget (a quarter of it is kept for estimating missing
-        hyper-parameters), else M = 8 and the largest cap that does, else fewer rows at rank 6 and M = 8. A
+        hyper-parameters, all the seconds the estimate took when it took more), else M = 8 and the largest cap
+        that does, else fewer rows at rank 6 and M = 8. A
         budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
         the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With or without
         a budget the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
@@ -306,11 +307,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                 check_positive(getattr(self, name), name)
 
     # ------------------------------------------------------------------ time budget
-    def _plan_budget(self, rule_num_basis: int, num_dims: int, num_rows: int, fixed_num_basis: bool = False) -> int:
+    def _plan_budget(self, rule_num_basis: int, num_dims: int, num_rows: int, fixed_num_basis: bool = False,
+                     elapsed_seconds: float = 0.0) -> int:
         """M (returned), rank cap, batch size and rows within ``time_budget`` (filter and smoothing) for D =
         ``num_dims`` and ``num_rows`` rows, M from the lengthscale rule (``rule_num_basis``; a feature map's mode size
         when ``fixed_num_basis``); sets ``budget_``, ``max_rank_`` and ``batch_size_``, reports the choice and warns
-        when over the budget."""
+        when over the budget. ``elapsed_seconds``: the fit's seconds so far (see
+        :func:`~tnbayes.inference.budget.filter_budget`)."""
         budgeted = self.time_budget is not None
         chosen = [name for name in ("max_rank", "batch_size") if getattr(self, name) == "auto"] if budgeted else []
         if fixed_num_basis or self.num_basis is not None:
@@ -338,7 +341,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
 
         # the smoothing sweeps every row at a fraction of the filter's cost per row: its seconds (for the first,
         # largest candidate; at most a share of the budget, then over fewer rows) are kept from the filter's budget
-        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given")
+        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
         smoothing_cost = tt_smoothing_seconds_per_row(num_dims, sizes[0], ranks[0]) \
             if self._smooths(num_dims, sizes[0], ranks[0]) else 0.0
         reserve = num_rows * smoothing_cost if budget is None else min(num_rows * smoothing_cost,
@@ -382,7 +385,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.mean_constant_ = float(self.mean_constant)
         num_rows = X.num_rows if isinstance(X, StreamedRows) else int(X.shape[0])
-        self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows)
+        self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows, time.perf_counter() - fit_start)
         self.num_basis_ = self.basis_.num_basis if self._hilbert else int(self.basis_.mode_sizes[0])
         kalman = TTBatchKalmanFilter(self._prior_root(), tol=float(self.tol), max_rank=self.max_rank_,
                                      generator=torch.Generator().manual_seed(int(self.seed)))

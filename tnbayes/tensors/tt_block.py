@@ -148,24 +148,28 @@ def block_weighted_sum(block: TTVector, coefficients: torch.Tensor, batch: int) 
     return block_mix(block, coefficients.reshape(1, -1), batch)
 
 
-def block_gram(block: TTVector, batch: int) -> torch.Tensor:
-    """``UᵀU`` (B × B) of a block TT.
+def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> torch.Tensor:
+    """``UᵀU`` (B × B) of a block TT, or ``UᵀV`` with a second block of the same modes.
 
     Parameters
     ----------
     block : block TTVector of B columns
+        U.
     batch : int
         B.
+    other : block TTVector of B columns, optional
+        V (default: U).
 
     Returns
     -------
     torch.Tensor of shape (B, B)
+        Entry (i, j) is ``⟨u_i, v_j⟩``.
     """
+    other = block if other is None else other
     env = torch.ones(1, 1, dtype=block.dtype, device=block.device)
-    for core in block.cores[:-1]:
-        env = torch.einsum("ab,anc,bnd->cd", env, core, core)
-    last = _last(block, batch)
-    return torch.einsum("ab,ani,bnj->ij", env, last, last)
+    for core, other_core in zip(block.cores[:-1], other.cores[:-1]):
+        env = torch.einsum("ab,anc,bnd->cd", env, core, other_core)
+    return torch.einsum("ab,ani,bnj->ij", env, _last(block, batch), _last(other, batch))
 
 
 def block_matvec_rounded(matrix: TTMatrix, block: TTVector, batch: int, tol: float = 0.0,

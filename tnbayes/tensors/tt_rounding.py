@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "round_cores",
-           "truncation_rank", "tt_svd"]
+__all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "matvec_to_dense",
+           "middle_bond", "round_cores", "truncation_rank", "tt_svd"]
 
 #: a truncated SVD through the eigendecomposition of the smaller Gram matrix resolves singular values down to about
 #: √eps·σ_max (1.5e-8 in float64): :func:`tt_svd` takes that route in float64 when the tolerance is at least this
@@ -112,10 +112,7 @@ def cores_to_dense(cores: Sequence[torch.Tensor]) -> torch.Tensor:
     """
     d = len(cores)
     sizes = [int(c.shape[1]) for c in cores]
-    total, split, left_size = math.prod(sizes), 1, sizes[0]
-    while split < d - 1 and left_size * left_size < total:
-        left_size *= sizes[split]
-        split += 1
+    split = middle_bond(sizes)
     left = cores[0].reshape(sizes[0], -1)
     for core in cores[1:split]:
         left = (left @ core.reshape(core.shape[0], -1)).reshape(-1, core.shape[2])
@@ -123,6 +120,71 @@ def cores_to_dense(cores: Sequence[torch.Tensor]) -> torch.Tensor:
     for core in reversed(cores[split:-1]):
         right = (core.reshape(-1, core.shape[2]) @ right).reshape(core.shape[0], -1)
     return (left @ right).reshape(-1) if split < d else left.reshape(-1)
+
+
+def middle_bond(sizes: Sequence[int]) -> int:
+    """Where to join a TT contracted from both ends: the number of leading modes whose product first reaches the
+    square root of the product of all, so every partial product stays near N times a rank.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The d mode sizes.
+
+    Returns
+    -------
+    int
+        Between 1 and d − 1 (1 for d = 1).
+    """
+    d = len(sizes)
+    total, split, left_size = math.prod(sizes), 1, sizes[0]
+    while split < d - 1 and left_size * left_size < total:
+        left_size *= sizes[split]
+        split += 1
+    return split
+
+
+def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tensor], *,
+                    transpose: bool = False) -> torch.Tensor:
+    """The dense product of a TT-matrix and a TT-vector, ``A x`` (or ``Aᵀ x``), without forming the product's cores.
+
+    Parameters
+    ----------
+    matrix : sequence of torch.Tensor of shape (r_{k-1}, m_k, n_k, r_k)
+        The cores of ``A`` (row modes m, column modes n).
+    vector : sequence of torch.Tensor of shape (s_{k-1}, n_k, s_k)
+        The cores of ``x`` (modes m_k with ``transpose``).
+    transpose : bool
+        Compute ``Aᵀ x`` (contract the row modes).
+
+    Returns
+    -------
+    torch.Tensor of shape (m_1·…·m_d,)
+        (n_1·…·n_d with ``transpose``); n_1 slowest, as :func:`cores_to_dense`.
+
+    Notes
+    -----
+    Contracted from both ends towards the bond of :func:`cores_to_dense`, core by core with ``A`` and ``x`` in turn,
+    so the partial results stay near N·r_A·r_x numbers and no core of rank r_A·r_x is formed: for a square root of
+    rank 8 and a row of rank 10 on 3⁹ modes this is about a third cheaper than ``cores_to_dense`` of
+    :meth:`TTMatrix.matvec`.
+    """
+    cores = [c if transpose else c.transpose(1, 2) for c in matrix]  # (r, contracted q, output p, r')
+    split = middle_bond([int(c.shape[2]) for c in cores])
+    left = cores[0].new_ones(1, 1, 1)  # (output so far, r_A, r_x)
+    for a, x in zip(cores[:split], vector[:split]):
+        (ra, q, p, ra1), rx1, size = a.shape, x.shape[2], left.shape[0]
+        part = (left.reshape(size * ra, -1) @ x.reshape(x.shape[0], -1)).reshape(size, ra * q, rx1)
+        part = part.transpose(1, 2).reshape(size * rx1, ra * q) @ a.reshape(ra * q, p * ra1)
+        left = part.reshape(size, rx1, p, ra1).permute(0, 2, 3, 1).reshape(size * p, ra1, rx1)
+    right = cores[0].new_ones(1, 1, 1)  # (r_A, r_x, output so far)
+    for a, x in zip(reversed(cores[split:]), reversed(vector[split:])):
+        (ra, q, p, ra1), rx, size = a.shape, x.shape[0], right.shape[2]
+        part = x.reshape(rx * q, -1) @ right.transpose(0, 1).reshape(x.shape[2], ra1 * size)
+        part = part.reshape(rx, q, ra1, size).permute(1, 2, 0, 3).reshape(q * ra1, rx * size)
+        part = a.permute(0, 2, 1, 3).reshape(ra * p, q * ra1) @ part
+        right = part.reshape(ra, p, rx, size).permute(0, 2, 1, 3).reshape(ra, rx, p * size)
+    return (left.reshape(left.shape[0], -1) @ right.reshape(-1, right.shape[2])).reshape(-1)
 
 
 def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:

@@ -12,10 +12,11 @@ axis of :class:`~tnbayes.TNKF` and :class:`~tnbayes.TTKalmanGP`.
 from .dense import DenseKalmanFilter
 from .truncation import TRUNCATED_QUANTITIES, Truncation
 from .tt_batch import TTBatchKalmanFilter, kalman_batch_update, prior_root_matrix
-from .tt_rows import TTKalmanFilter, covariance_from_root
+from .tt_rows import BlockUpdateError, TTKalmanFilter, covariance_from_root
 
 __all__ = [
     "TRUNCATED_QUANTITIES",
+    "BlockUpdateError",
     "DenseKalmanFilter",
     "TTBatchKalmanFilter",
     "TTKalmanFilter",

@@ -61,12 +61,21 @@ from tnbayes.tensors.tt_block import (
     block_outer,
     block_weighted_sum,
 )
-from tnbayes.tensors.tt_rounding import cores_to_dense, tt_svd
+from tnbayes.tensors.tt_rounding import matvec_to_dense, tt_svd
 
-__all__ = ["TTKalmanFilter", "covariance_from_root"]
+__all__ = ["BlockUpdateError", "TTKalmanFilter", "covariance_from_root"]
 
 #: sketch ranks beyond the cap of the randomized rounding of the root in the block update
 BLOCK_SKETCH_OVERSAMPLING = 10
+#: largest share of a block's prior residual ``‖r‖`` by which the rounded update may miss the exact posterior residual
+#: of its own rows, ``R S⁻¹ r`` (see :meth:`TTKalmanFilter.update_block`)
+BLOCK_CONSISTENCY = 0.5
+
+
+class BlockUpdateError(ArithmeticError):
+    """A block update whose rounded quantities miss the exact Kalman update of its own rows by more than
+    :data:`BLOCK_CONSISTENCY` of their residual (:meth:`TTKalmanFilter.update_block`); the filter's state is
+    unchanged, so the caller can condition on the rows one at a time instead."""
 
 
 def covariance_from_root(root: TTMatrix, tol: float = 0.0, max_rank: int | None = None) -> TTMatrix:
@@ -125,6 +134,9 @@ class TTKalmanFilter:
     num_updates : int
     covariance_trace_history : list of float
         ``trace(P)`` after each update (``‖L‖_F²``), the early-stopping signal.
+    block_misses : list of float
+        For each block update tried, the share of its rows' residual ``‖r‖`` by which the rounded update missed the
+        exact posterior residual (see :meth:`update_block`; above :data:`BLOCK_CONSISTENCY` it was rejected).
     """
 
     def __init__(self, shape: tuple[int, ...], prior_variance: float, *,
@@ -153,8 +165,11 @@ class TTKalmanFilter:
         else:
             self.covariance_sqrt = None
             self._covariance = identity * float(prior_variance)
+        self._full_ranks = tuple(min(math.prod(self.shape[:k]), math.prod(self.shape[k:])) for k in
+                                 range(len(self.shape) + 1))  # a TT-vector's largest ranks, as TTVector.ranks
         self.num_updates = 0
         self.covariance_trace_history: list[float] = []
+        self.block_misses: list[float] = []
         # randomized rounding of block updates: a CPU generator, so a CUDA filter draws the same sketches as a CPU one
         self._generator = torch.Generator().manual_seed(0)
 
@@ -176,7 +191,8 @@ class TTKalmanFilter:
     def variance(self, row: TTVector) -> float:
         """``cᵀ P c`` (≥ 0 in square-root mode: ``‖Lᵀc‖²``, from the dense product)."""
         if self.square_root:
-            return float(torch.linalg.vector_norm(cores_to_dense(self.covariance_sqrt.T.matvec(row).cores))) ** 2
+            projected = matvec_to_dense(self.covariance_sqrt.cores, row.cores, transpose=True)  # Lᵀc
+            return float(torch.linalg.vector_norm(projected)) ** 2
         return float(self._covariance.quadratic_form(row))
 
     def predict(self, row: TTVector) -> tuple[float, float]:
@@ -232,7 +248,8 @@ class TTKalmanFilter:
         """Round the updated dense mean with the ``"mean"`` rule (relative to ``update_norm``, the step's norm, when
         rounding relative to updates) and keep its TT and the TT's dense vector."""
         self.mean = self._compress(dense, "mean", update_norm=update_norm)
-        self._mean_full = self._mean.to_dense()
+        # a TT that kept every bond at its full rank is the vector re-expressed in orthonormal bases: keep the vector
+        self._mean_full = dense if self._mean.ranks == self._full_ranks else self._mean.to_dense()
 
     # ------------------------------------------------------------------ update
     def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
@@ -277,9 +294,9 @@ class TTKalmanFilter:
             if self.forgetting_factor != 1.0:
                 self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
             root = self.covariance_sqrt
-            projected = self._compress(cores_to_dense(root.T.matvec(row).cores), "innovation")  # w = Lᵀ c
+            projected = self._compress(matvec_to_dense(root.cores, row.cores, transpose=True), "innovation")  # w = Lᵀc
             innovation_variance = float(torch.linalg.vector_norm(projected.to_dense())) ** 2 + noise
-            gain = self._compress(cores_to_dense(root.matvec(projected).cores), "gain")  # g = L w = P c
+            gain = self._compress(matvec_to_dense(root.cores, projected.cores), "gain")  # g = L w = P c
             gain_dense = gain.to_dense()
             beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
             gain_norm = float(torch.linalg.vector_norm(gain_dense))
@@ -318,6 +335,14 @@ class TTKalmanFilter:
         ``covariance_trace_history`` gets B copies of ``trace(P)`` after the block, so it keeps one entry per row.
         In covariance mode (``square_root=False``) the rows are processed one at a time with :meth:`update`.
 
+        Consistency check: the exact update leaves its own rows the posterior residual ``t − C m_new = R S⁻¹ r``
+        (``r = t − C m``), because ``C G = AᵀA``. With the rounded A and G the mean's step leaves them
+        ``r − C G S⁻¹ r``, which misses ``R S⁻¹ r`` by ``(AᵀA − C G) S⁻¹ r``; before anything is stored, when that
+        is longer than :data:`BLOCK_CONSISTENCY` ``· ‖r‖`` the roundings of A and G (whose errors ``S⁻¹`` amplifies
+        by up to 1/R) lost the block, and :class:`BlockUpdateError` is raised with the state unchanged. A small R
+        with rank caps that bind does this; row updates, whose innovation is a scalar, do not have the
+        amplification.
+
         Parameters
         ----------
         rows : TTVector of modes (n_1, …, n_{d−1}, n_d·B) or torch.Tensor of shape (B, N)
@@ -331,6 +356,11 @@ class TTKalmanFilter:
         -------
         torch.Tensor of shape (B, B)
             The innovation covariance ``S = C P⁻ Cᵀ + R I`` (its diagonal: the rows' innovation variances).
+
+        Raises
+        ------
+        BlockUpdateError
+            When the rounded update fails the consistency check (the state is left as it was).
         """
         targets = torch.as_tensor(targets, dtype=torch.float64).reshape(-1)
         B = targets.numel()
@@ -346,9 +376,9 @@ class TTKalmanFilter:
         if not self.square_root:
             return torch.diag(torch.tensor([self.update(row, float(t), noise) for row, t in
                                             zip(block_columns(rows, B), targets)], dtype=torch.float64))
-        if self.forgetting_factor != 1.0:
-            self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor ** B)
         root = self.covariance_sqrt
+        if self.forgetting_factor != 1.0:
+            root = root / math.sqrt(self.forgetting_factor ** B)
         projected = self._block_product(root.T, rows, B, "innovation")  # A = Lᵀ Cᵀ
         gram = block_gram(projected, B)  # AᵀA = C P Cᵀ
         eye = torch.eye(B, dtype=gram.dtype, device=gram.device)
@@ -356,15 +386,27 @@ class TTKalmanFilter:
         gain = self._block_product(root, projected, B, "gain")  # G = L A = P Cᵀ
         residual = targets.to(gram) - block_dot(rows, self.mean, B)
         step = torch.linalg.solve(innovation, residual)  # S⁻¹ r
-        weights = root_factors(gram, noise)  # W
         gain_gram = block_gram(gain, B) if self.round_relative_to == "update" else None
+        # ‖G S⁻¹r‖, the norm of the mean's step
+        mean_norm = None if gain_gram is None else math.sqrt(max(float(step @ gain_gram @ step), 0.0))
+        # the step's residual at its own rows, t − C(m + G s) = r − C G s, against the exact one R s = r − AᵀA s
+        missed = float(torch.linalg.vector_norm((gram - block_gram(rows, B, gain)) @ step))
+        residual_norm = float(torch.linalg.vector_norm(residual))
+        self.block_misses.append(missed / residual_norm if residual_norm > 0 else 0.0)
+        if self.block_misses[-1] > BLOCK_CONSISTENCY:
+            raise BlockUpdateError(
+                f"The block update of {B} rows missed its rows' exact posterior residual by {missed:.3g}, more than "
+                f"{BLOCK_CONSISTENCY:g} of their residual {residual_norm:.3g}: the innovation and gain ranks "
+                f"(caps + {B}) lose more than the measurement noise {noise:.3g} absorbs. "
+                f"The state is unchanged; update with these rows one at a time, or raise the 'innovation' and 'gain' "
+                f"rank caps.")
+        mean = self._round(self.mean + block_weighted_sum(gain, step, B), "mean", update_norm=mean_norm)
+        weights = root_factors(gram, noise)  # W
         mixed = block_mix(projected, weights, B)  # A Wᵀ (W is symmetric)
         update_norm = None if gain_gram is None else \
             math.sqrt(max(float(torch.trace(gain_gram @ weights @ gram @ weights)), 0.0))  # ‖G W Aᵀ‖_F
         self.covariance_sqrt = self._round_root(root, gain, mixed, B, update_norm)
-        # ‖G S⁻¹r‖, the norm of the mean's step
-        mean_norm = None if gain_gram is None else math.sqrt(max(float(step @ gain_gram @ step), 0.0))
-        self.mean = self._round(self.mean + block_weighted_sum(gain, step, B), "mean", update_norm=mean_norm)
+        self.mean = mean
         self.num_updates += B
         trace = float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2  # cores 0..d-2 orthonormal
         self.covariance_trace_history.extend([trace] * B)
