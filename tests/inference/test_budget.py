@@ -202,6 +202,26 @@ def test_hyperparameters_over_their_share_cut_the_filter_budget(model):
     assert np.isfinite(fitted.predict(X[:5])).all()
 
 
+@pytest.mark.parametrize("modes, matrix_ranks, vector_ranks", [((4,) * 6, [4, 16, 16, 16, 4], [4, 10, 10, 10, 4]),
+                                                                 ((2, 5, 5, 5, 8), [4, 16, 16, 16], [2, 10, 10, 8]),
+                                                                 ((7,), [], [])])
+def test_row_cost_feature_counts_the_flops_of_the_dense_products(modes, matrix_ranks, vector_ranks):
+    """The row model's contraction feature is the flop count of ``matvec_to_dense``, as torch's flop counter
+    measures it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tnbayes.inference.tnkf_cost import _dense_matvec_flops
+    from tnbayes.tensors import TTMatrix, TTVector, matvec_to_dense
+    g = torch.Generator().manual_seed(0)
+    ra, rx = [1, *matrix_ranks, 1], [1, *vector_ranks, 1]
+    matrix = TTMatrix([torch.randn(ra[k], n, n, ra[k + 1], generator=g, dtype=torch.float64)
+                       for k, n in enumerate(modes)])
+    vector = TTVector([torch.randn(rx[k], n, rx[k + 1], generator=g, dtype=torch.float64) for k, n in enumerate(modes)])
+    with FlopCounterMode(display=False) as counter:
+        matvec_to_dense(matrix.cores, vector.cores)
+    assert _dense_matvec_flops(modes, matrix_ranks, vector_ranks) == counter.get_total_flops()
+
+
 def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
     from tnbayes.inference.budget import TNKF_BLOCK_COST_FACTOR, tnkf_block_cost_factor, tnkf_seconds_per_row
     factors = [tnkf_block_cost_factor(b) for b in (1, 2, 4, 8, 16, 64)]

@@ -92,6 +92,8 @@ def test_matvec_to_dense_equals_the_dense_product(row_shape, col_shape, transpos
     expected = dense @ vector.to_dense()
     result = matvec_to_dense(matrix.cores, vector.cores, transpose=transpose)
     assert result.shape == expected.shape
+    with pytest.raises(ValueError, match="as many vector cores"):
+        matvec_to_dense(matrix.cores, vector.cores + vector.cores[-1:])
     scale = float(expected.abs().max())  # entries sum products of many cores: round-off relative to the largest
     torch.testing.assert_close(result, expected, rtol=0, atol=1e-13 * scale)
 

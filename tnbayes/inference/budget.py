@@ -334,11 +334,12 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
     if plan.within_budget:
         return f"{head}; {default}.", None
     if plan.budget_seconds <= 0:  # the hyper-parameter estimate took the whole budget (see filter_budget)
-        larger = math.ceil(float(time_budget) + plan.predicted_seconds / (1.0 - HYPERPARAMETER_SHARE))
         warning = (f"{model}: estimating the hyper-parameters took all of time_budget={float(time_budget):g}, which "
-                   f"leaves the filter nothing; {chosen} on {rows} are predicted to take {predicted}. Pass a larger "
-                   f"budget such as time_budget={larger}, hyper-parameters of your own (the filter then has the whole "
-                   f"budget), or time_budget=None for the default settings on every row.")
+                   f"leaves the filter nothing; {chosen} on {rows} are predicted to take {predicted}. Pass a budget "
+                   f"of at least the estimate's seconds (budget_['hyperparameter_seconds']) plus {predicted}, and "
+                   f"at least {format_seconds(plan.predicted_seconds / (1.0 - HYPERPARAMETER_SHARE))}; or "
+                   f"hyper-parameters of your own (the filter then has the whole budget); or time_budget=None for "
+                   f"the default settings on every row.")
         return f"{head}, over the budget; {default}.", warning
     fitting_rows = max(1, int(plan.budget_seconds // plan.seconds_per_row))
     larger = math.ceil(float(time_budget) * plan.predicted_seconds / plan.budget_seconds)

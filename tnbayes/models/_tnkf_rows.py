@@ -213,23 +213,23 @@ class KernelRowsMixin:
                     self._predict_held_out(kalman, rows[i:i + size], streamed[i:i + size], position,
                                            targets[first + i:first + i + size], row_rule,
                                            held_out.wanted(first + i, size), held_out)
-                row = None
+                blocked = False
                 if step > 1:
                     block = self._compress_block(rows[i:i + size], row_rule)
                     try:
                         kalman.update_block(block, targets[first + i:first + i + size], self.measurement_noise_)
-                        row = block
-                    except BlockUpdateError:  # the state is unchanged: these rows and the rest one at a time
+                        blocked = True
+                        max_ranks["row"] = max(max_ranks["row"], max(block.ranks))
+                    except BlockUpdateError as error:  # the state is unchanged: these rows and the rest one at a time
                         step, self.block_fallback_row_ = 1, first + i
-                        self._report(f"block update rejected at row {first + i}: its rounded innovation and gain "
-                                     f"missed the exact update of its rows by more than half their residual; rows "
-                                     f"one at a time from there.")
-                if row is None:  # row by row: from the start, or since a block was rejected
+                        self._report(f"block update rejected at row {first + i} ({error}); rows one at a time from "
+                                     f"there.")
+                if not blocked:  # row by row: from the start, or since a block was rejected
                     for j in range(i, i + size):
                         row = TTVector.from_dense(rows[j], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
                         kalman.update(row, float(targets[first + j]), self.measurement_noise_)
+                        max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 i += size
-                max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
                 max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
                 if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):

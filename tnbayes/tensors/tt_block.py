@@ -166,6 +166,8 @@ def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> to
         Entry (i, j) is ``⟨u_i, v_j⟩``.
     """
     other = block if other is None else other
+    if other.shape != block.shape:
+        raise ValueError(f"block_gram needs two blocks with the same modes; got {block.shape} and {other.shape}.")
     env = torch.ones(1, 1, dtype=block.dtype, device=block.device)
     for core, other_core in zip(block.cores[:-1], other.cores[:-1]):
         env = torch.einsum("ab,anc,bnd->cd", env, core, other_core)

@@ -169,6 +169,9 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
     rank 8 and a row of rank 10 on 3⁹ modes this is about a third cheaper than ``cores_to_dense`` of
     :meth:`TTMatrix.matvec`.
     """
+    if len(matrix) != len(vector):
+        raise ValueError(f"matvec_to_dense needs as many vector cores as matrix cores; got {len(vector)} and "
+                         f"{len(matrix)}.")
     cores = [c if transpose else c.transpose(1, 2) for c in matrix]  # (r, contracted q, output p, r')
     split = middle_bond([int(c.shape[2]) for c in cores])
     left = cores[0].new_ones(1, 1, 1)  # (output so far, r_A, r_x)

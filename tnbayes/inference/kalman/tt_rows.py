@@ -339,7 +339,8 @@ class TTKalmanFilter:
         (``r = t − C m``), because ``C G = AᵀA``. With the rounded A and G the mean's step leaves them
         ``r − C G S⁻¹ r``, which misses ``R S⁻¹ r`` by ``(AᵀA − C G) S⁻¹ r``; before anything is stored, when that
         is longer than :data:`BLOCK_CONSISTENCY` ``· ‖r‖`` the roundings of A and G (whose errors ``S⁻¹`` amplifies
-        by up to 1/R) lost the block, and :class:`BlockUpdateError` is raised with the state unchanged. A small R
+        by up to 1/R) lost the block, and :class:`BlockUpdateError` is raised with the state unchanged (its sketches'
+        generator too; only ``block_misses`` records the try). A small R
         with rank caps that bind does this; row updates, whose innovation is a scalar, do not have the
         amplification.
 
@@ -379,6 +380,7 @@ class TTKalmanFilter:
         root = self.covariance_sqrt
         if self.forgetting_factor != 1.0:
             root = root / math.sqrt(self.forgetting_factor ** B)
+        sketches = self._generator.get_state()  # restored if the block is rejected: the state is left as it was
         projected = self._block_product(root.T, rows, B, "innovation")  # A = Lᵀ Cᵀ
         gram = block_gram(projected, B)  # AᵀA = C P Cᵀ
         eye = torch.eye(B, dtype=gram.dtype, device=gram.device)
@@ -393,7 +395,8 @@ class TTKalmanFilter:
         missed = float(torch.linalg.vector_norm((gram - block_gram(rows, B, gain)) @ step))
         residual_norm = float(torch.linalg.vector_norm(residual))
         self.block_misses.append(missed / residual_norm if residual_norm > 0 else 0.0)
-        if self.block_misses[-1] > BLOCK_CONSISTENCY:
+        if not self.block_misses[-1] <= BLOCK_CONSISTENCY:  # NaN too
+            self._generator.set_state(sketches)
             raise BlockUpdateError(
                 f"The block update of {B} rows missed its rows' exact posterior residual by {missed:.3g}, more than "
                 f"{BLOCK_CONSISTENCY:g} of their residual {residual_norm:.3g}: the innovation and gain ranks "
