@@ -165,9 +165,8 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
     Notes
     -----
     Contracted from both ends towards the bond of :func:`cores_to_dense`, core by core with ``A`` and ``x`` in turn,
-    so the partial results stay near N·r_A·r_x numbers and no core of rank r_A·r_x is formed: for a square root of
-    rank 8 and a row of rank 10 on 3⁹ modes this is about a third cheaper than ``cores_to_dense`` of
-    :meth:`TTMatrix.matvec`.
+    so the partial results stay near N·r_A·r_x numbers and no core of rank r_A·r_x is formed (``cores_to_dense`` of
+    :meth:`TTMatrix.matvec` forms d of them; the measured saving is in docs/benchmarks.md).
     """
     if len(matrix) != len(vector):
         raise ValueError(f"matvec_to_dense needs as many vector cores as matrix cores; got {len(vector)} and "
