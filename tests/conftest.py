@@ -10,7 +10,48 @@ import torch
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# the cores this process may run on (taskset, cgroups), not the machine's: more threads than cores oversubscribe
+# them, which made the GPyTorch-heavy tests 5–10× slower under `taskset -c 1`
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+torch.set_num_threads(min(2, _CORES))
+
+
+def _gpytorch_settings() -> dict[tuple[object, str], object]:
+    """The global values of GPyTorch's and linear_operator's settings (each setting class's ``_global_value`` and,
+    for the fast-computation switches, ``_default``)."""
+    import gpytorch.settings
+    import linear_operator.settings
+
+    values = {}
+    for module in (gpytorch.settings, linear_operator.settings):
+        for setting in vars(module).values():
+            if isinstance(setting, type):
+                for attribute in ("_global_value", "_default"):
+                    if attribute in vars(setting):
+                        values[(setting, attribute)] = vars(setting)[attribute]
+    return values
+
+
+def _set_gpytorch_settings(values: dict[tuple[object, str], object]) -> None:
+    for (setting, attribute), value in values.items():
+        setattr(setting, attribute, value)
+
+
+#: GPyTorch's own defaults, read before any test module imports BoTorch
+_GPYTORCH_DEFAULTS = _gpytorch_settings()
+
+
+@pytest.fixture(autouse=True)
+def _gpytorch_defaults_unless_botorch(request):
+    """Importing BoTorch changes GPyTorch's global settings for the whole process (fast computations off, Cholesky
+    up to 4096 points: its choice for BO loops), and collecting the BoTorch tests imports it for the whole session.
+    Every other test runs with GPyTorch's own defaults, as a user without BoTorch has them (the SVGP tests took
+    5–7× longer under BoTorch's), whatever was collected; the BoTorch tests keep BoTorch's."""
+    before = _gpytorch_settings()
+    if "botorch" not in getattr(getattr(request.node, "module", None), "__name__", ""):
+        _set_gpytorch_settings(_GPYTORCH_DEFAULTS)
+    yield
+    _set_gpytorch_settings(before)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -6,9 +6,11 @@ import math
 import pytest
 import torch
 
+import tnbayes.tensors.tt_update_rounding as update_rounding
 from tnbayes.tensors import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import cores_to_dense, leading_factor, matvec_to_dense, truncation_rank, tt_svd
-from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, round_rank_one_update
+from tnbayes.tensors.tt_rounding import (cores_to_dense, leading_factor, matvec_to_dense, right_orthogonalize,
+                                         truncation_rank, tt_svd)
+from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, bond_basis_plan, round_rank_one_update
 
 
 def _decaying(rows, columns, seed=0):
@@ -57,6 +59,48 @@ def test_tt_svd_from_both_ends_stays_within_its_bound():
                             or torch.allclose(right @ right.T, torch.eye(right.shape[0], dtype=torch.float64),
                                               atol=1e-10))
     assert orthonormal >= len(cores) - 1
+
+
+def _orthonormal_sides(cores):
+    """Per core: 'left' (left-orthonormal), 'right' (right-orthonormal), 'both' or '' (neither)."""
+    sides = []
+    for core in cores:
+        left, right = core.reshape(-1, core.shape[2]), core.reshape(core.shape[0], -1)
+        is_left = torch.allclose(left.T @ left, torch.eye(left.shape[1], dtype=core.dtype), atol=1e-10)
+        is_right = torch.allclose(right @ right.T, torch.eye(right.shape[0], dtype=core.dtype), atol=1e-10)
+        sides.append("both" if is_left and is_right else "left" if is_left else "right" if is_right else "")
+    return sides
+
+
+@pytest.mark.parametrize("tol, cap", [(1e-4, None), (1e-3, 4), (0.0, 3), (0.0, None), (1e-8, 4)])  # Gram, LAPACK
+@pytest.mark.parametrize("norm_core", [0, 2, 4])
+def test_tt_svd_puts_the_norm_in_the_core_asked_for(tol, cap, norm_core):
+    """With ``norm_core`` the cores left of it are left-orthonormal and those right of it right-orthonormal, on the
+    Gram route and on LAPACK's; the error stays within the bound, and on this tensor (well separated singular
+    values) the ranks are the default sweep's."""
+    g = torch.Generator().manual_seed(8)
+    shape = (3, 4, 3, 5, 3)
+    dense = TTVector([torch.randn(r0, n, r1, generator=g, dtype=torch.float64) * s
+                      for r0, n, r1, s in zip([1, 3, 6, 6, 3], shape, [3, 6, 6, 3, 1], [1, 0.5, 0.3, 0.2, 1])]
+                     ).to_dense().reshape(shape)
+    cores = tt_svd(dense, tol=tol, max_rank=cap, norm_core=norm_core)
+    sides = _orthonormal_sides(cores)
+    assert all(side in ("left", "both") for side in sides[:norm_core]), sides
+    assert all(side in ("right", "both") for side in sides[norm_core + 1:]), sides
+    error = float(torch.linalg.vector_norm(cores_to_dense(cores) - dense.reshape(-1)))
+    if cap is None:
+        assert error <= tol * float(torch.linalg.vector_norm(dense)) * (1 + 1e-9) + 1e-12
+    assert [c.shape[2] for c in cores] == [c.shape[2] for c in tt_svd(dense, tol=tol, max_rank=cap)]
+    with pytest.raises(ValueError, match="norm_core"):
+        tt_svd(dense, tol=tol, norm_core=len(shape))
+
+
+def test_right_orthogonalize_keeps_the_tensor_and_moves_the_norm_to_the_first_core():
+    tt = TTVector.random((3, 2, 4, 3), 3, generator=torch.Generator().manual_seed(12))
+    cores = right_orthogonalize(tt.cores)
+    torch.testing.assert_close(cores_to_dense(cores), tt.to_dense(), rtol=1e-12, atol=1e-12)
+    assert all(side in ("right", "both") for side in _orthonormal_sides(cores)[1:])
+    assert abs(float(torch.linalg.vector_norm(cores[0])) - float(tt.norm())) < 1e-12
 
 
 def test_tt_svd_with_a_reference_norm_and_a_zero_tensor():
@@ -109,11 +153,13 @@ def _update_case(shape, matrix_rank, vector_rank, seed=6):
     return matrix, left, right
 
 
+@pytest.mark.parametrize("shape", [(3,), (3, 2), (3, 2, 3, 2)])
 @pytest.mark.parametrize("tol, cap, reference", [(0.0, 2, None), (1e-2, None, None), (1e-3, 2, 5.0)])
-def test_rank_one_update_equals_rounding_the_formed_sum(tol, cap, reference):
+def test_rank_one_update_equals_rounding_the_formed_sum(shape, tol, cap, reference):
     """With a full eigendecomposition per bond (no cap, or one too close to the bond size for the subspace
-    iteration) the result is Oseledets' rounding of the formed ``A + s u vᵀ``, to round-off."""
-    matrix, left, right = _update_case((3, 2, 3, 2), 3, 3)
+    iteration) the result is Oseledets' rounding of the formed ``A + s u vᵀ``, to round-off (one and two cores
+    too)."""
+    matrix, left, right = _update_case(shape, 3, 3)
     result = round_rank_one_update(matrix, left, right, -0.4, tol=tol, max_rank=cap, reference_norm=reference)
     formed = (matrix - left.outer(right) * 0.4).round(tol, cap, reference_norm=reference)
     assert result.ranks == formed.ranks
@@ -122,13 +168,16 @@ def test_rank_one_update_equals_rounding_the_formed_sum(tol, cap, reference):
     assert abs(float(torch.linalg.vector_norm(last)) - float(torch.linalg.matrix_norm(result.to_dense()))) < 1e-9
 
 
-def test_rank_one_update_by_subspace_iteration_is_near_the_deterministic_rounding():
+@pytest.mark.parametrize("vector_rank, formed", [(6, False), (12, True)])
+def test_rank_one_update_by_subspace_iteration_is_near_the_deterministic_rounding(vector_rank, formed):
     """Cap well below the bond size (8 · 9 ≥ 2 (cap + oversampling)): the subspace iteration's error against the
     dense sum is within 1% of Oseledets' rounding of the formed sum, the ranks within the cap (an update half the
-    matrix's norm: without oversampling the error is 9% larger, with 2 columns 1.1%)."""
+    matrix's norm: without oversampling the error is 9% larger, with 2 columns 1.1%); with the bond matrix
+    multiplied through Z (vector ranks 6) and formed (ranks 12, Adult's case)."""
     cap = 8
     assert 9 * cap >= 2 * (cap + SUBSPACE_OVERSAMPLING)
-    matrix, left, right = _update_case((3,) * 5, cap, 6)
+    assert bond_basis_plan(9 * cap, cap + vector_rank ** 2, cap) == (cap + SUBSPACE_OVERSAMPLING, formed)
+    matrix, left, right = _update_case((3,) * 5, cap, vector_rank)
     scale = -0.5 * float(torch.linalg.matrix_norm(matrix.to_dense())) / float(
         torch.linalg.vector_norm(left.to_dense()) * torch.linalg.vector_norm(right.to_dense()))
     dense = matrix.to_dense() + scale * torch.outer(left.to_dense(), right.to_dense())
@@ -137,6 +186,23 @@ def test_rank_one_update_by_subspace_iteration_is_near_the_deterministic_roundin
     assert max(result.ranks) <= cap
     error, best = (float(torch.linalg.matrix_norm(t.to_dense() - dense)) for t in (result, formed))
     assert best > 0 and error <= 1.01 * best, (error, best)
+
+
+@pytest.mark.parametrize("cap", [None, 3, 8])
+def test_rank_one_update_of_right_orthonormal_factors_skips_only_the_qr_sweep(cap, monkeypatch):
+    """Factors already right-orthonormal (a TT-SVD with the norm in core 0, as the Kalman filter makes them) with
+    ``right_orthonormal=True`` give what the default path (its own QR sweep) gives for the same vectors."""
+    matrix, left, right = _update_case((3,) * 5, 8, 4, seed=13)
+    left_svd, right_svd = (TTVector(tt_svd(t.to_dense().reshape(t.shape), tol=1e-12, norm_core=0))
+                           for t in (left, right))
+    swept = round_rank_one_update(matrix, left, right, -0.7, tol=1e-3, max_rank=cap)
+    sweeps = []
+    monkeypatch.setattr(update_rounding, "right_orthogonalize", lambda cores: sweeps.append(1) or list(cores))
+    given = round_rank_one_update(matrix, left_svd, right_svd, -0.7, tol=1e-3, max_rank=cap, right_orthonormal=True)
+    assert not sweeps
+    assert swept.ranks == given.ranks
+    gap = float(torch.linalg.matrix_norm(swept.to_dense() - given.to_dense()))
+    assert gap <= 1e-9 * float(torch.linalg.matrix_norm(swept.to_dense())), gap
 
 
 def test_rank_one_update_refuses_mismatched_vectors():

@@ -22,17 +22,18 @@ import math
 from collections.abc import Sequence
 
 from tnbayes.tensors.tt_rounding import middle_bond
+from tnbayes.tensors.tt_update_rounding import bond_basis_plan
 
 __all__ = ["TNKF_BLOCK_COST", "TNKF_BLOCK_COST_FACTOR", "TNKF_COST", "tnkf_block_cost_factor", "tnkf_block_features",
            "tnkf_row_features", "tnkf_seconds_per_row"]
 
 #: seconds per unit of each feature of the row update (:func:`tnkf_row_features`)
 TNKF_COST: dict[str, float] = {
-    "row": 2.69e-4,
-    "core": 6.07e-4,
-    "contraction_flop": 4.13e-11,
-    "dense_flop": 5.86e-12,
-    "root_rounding_flop": 4.6e-11,
+    "row": 0.0,
+    "core": 6.05e-4,
+    "contraction_flop": 3.41e-11,
+    "dense_flop": 4.67e-12,
+    "root_rounding_flop": 6.32e-11,
 }
 #: seconds per unit of each feature of the block update (:func:`tnkf_block_features`), before the block factor
 TNKF_BLOCK_COST: dict[str, float] = {
@@ -44,8 +45,6 @@ TNKF_BLOCK_COST: dict[str, float] = {
 #: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it
 #: came from gave 0.35, 0.22 and 0.18 per row of a formed-and-rounded row update at caps 32/24, 16/12 and 8/4
 TNKF_BLOCK_COST_FACTOR = 0.35
-#: columns beyond the cap of the root rounding's subspace iteration (``SUBSPACE_OVERSAMPLING`` of the rounding)
-_SUBSPACE_COLUMNS = 8
 
 
 def _bond_bounds(modes: Sequence[int]) -> list[int]:
@@ -124,8 +123,9 @@ def _ranks_at_caps(shape: Sequence[int], covariance_rank: int | None, gain_rank:
 
 
 def _gram_tt_svd_flops(modes: Sequence[int], kept: Sequence[float]) -> float:
-    """Flops of a TT-SVD of a dense vector from Gram matrices, bond by bond from the left (Gram matrix of the
-    rank × mode side, its eigendecomposition, the projection of the rest)."""
+    """Flops of a TT-SVD of a dense vector from Gram matrices, counted bond by bond from the left (Gram matrix of the
+    rank × mode side, its eigendecomposition, the projection of the rest); w and g are truncated from the right
+    (``norm_core=0``), which the same count stands for."""
     rest, left, flops = float(math.prod(modes)), 1.0, 0.0
     for k, n in enumerate(modes[:-1]):
         rows = left * n
@@ -138,27 +138,40 @@ def _gram_tt_svd_flops(modes: Sequence[int], kept: Sequence[float]) -> float:
 
 def _root_rounding_flops(modes: Sequence[int], L: Sequence[float], g: Sequence[float], w: Sequence[float],
                          cap: int | None) -> float:
-    """Flops of rounding ``L − β g wᵀ`` from Gram matrices (:func:`~tnbayes.tensors.round_rank_one_update`): the
-    right Gram recursions, then per bond the (r·n²) × (r·n²) matrix ``Z G Zᵀ`` applied to a block (subspace
-    iteration: three products of cap + 8 columns, two QRs) or formed and fully decomposed."""
+    """Flops of rounding ``L − β g wᵀ`` from Gram matrices (:func:`~tnbayes.tensors.round_rank_one_update` with
+    right-orthonormal g and w): the right Gram recursions of L and of its cross term with g ⊗ w, then per bond the
+    cores Z after the left bases, the joint block ``Z_uv + Z_L X``, the leading eigenvectors of the (r·n²) × (r·n²)
+    matrix ``Z G Zᵀ`` (formed or not as :func:`~tnbayes.tensors.tt_update_rounding.bond_basis_plan` decides;
+    subspace iteration: three products with cap + 8 columns, two QRs; or a full eigendecomposition), and the
+    carried left bases."""
     d = len(modes)
-    ranks_l, ranks_uv = [1.0, *L, 1.0], [1.0, *[a * b for a, b in zip(g, w)], 1.0]
+    ranks_l, ranks_g, ranks_w = ([1.0, *[float(r) for r in ranks], 1.0] for ranks in (L, g, w))
     flops = 0.0
-    for k in range(d - 1, 0, -1):  # right Grams: A·A, A·(u⊗v), u·u, v·v
-        n2, right_l, right_uv = float(modes[k]) ** 2, ranks_l[k + 1], ranks_uv[k + 1]
-        flops += 2.0 * n2 * ranks_l[k] * (right_l + ranks_l[k]) * (right_l + right_uv)
+    for k in range(d - 1, 0, -1):  # right Grams of L (G_L) and of L against g ⊗ w (X)
+        n, ra, ra1, rb, rb1, rc, rc1 = (float(modes[k]), ranks_l[k], ranks_l[k + 1], ranks_g[k], ranks_g[k + 1],
+                                        ranks_w[k], ranks_w[k + 1])
+        flops += 2.0 * n * n * ra * ra1 * (ra + ra1)
+        flops += 2.0 * n * ra1 * rc * (rb1 * rc1 + n * rb * rb1) + 2.0 * n * n * ra * ra1 * rb * rc
     carried = 1.0
-    for k in range(d - 1):
-        rows = carried * float(modes[k]) ** 2
-        formal = ranks_l[k + 1] + ranks_uv[k + 1]
-        flops += 2.0 * rows * (ranks_l[k] * ranks_l[k + 1] + ranks_uv[k] * ranks_uv[k + 1])  # Z of the bond
-        width = None if cap is None else cap + _SUBSPACE_COLUMNS
-        if width is None or 2 * width > rows:
-            flops += 4.0 * rows * formal * rows + 2.0 * formal * formal * rows + rows ** 3
-        else:
-            flops += 3.0 * (4.0 * rows * formal * width + 2.0 * formal * formal * width) + 4.0 * rows * width ** 2 \
-                + width ** 3
-        carried = max(1.0, min(ranks_l[k + 1], rows))
+    for k in range(d):
+        n, ra, ra1, rb, rb1, rc, rc1 = (float(modes[k]), ranks_l[k], ranks_l[k + 1], ranks_g[k], ranks_g[k + 1],
+                                        ranks_w[k], ranks_w[k + 1])
+        rows, pair = carried * n * n, rb1 * rc1
+        flops += 2.0 * rows * ra * ra1 + 2.0 * carried * n * rb * rc1 * (rc + n * rb1)  # Z_L and Z_uv
+        if k == d - 1:
+            break
+        columns = ra1 + pair
+        flops += 2.0 * rows * ra1 * pair + 2.0 * ra1 * ra1 * pair  # the joint block and the Schur complement
+        width, formed = bond_basis_plan(int(rows), int(columns), cap)
+        if formed:
+            flops += 2.0 * rows * rows * columns
+        if width is None:
+            flops += rows ** 3
+        else:  # three products with M (formed, or through Z), two QRs, Rayleigh–Ritz
+            flops += 3.0 * (2.0 * rows * rows * width if formed else 4.0 * rows * columns * width) \
+                + 2.0 * 4.0 * rows * width ** 2 + width ** 3
+        carried = max(1.0, min(ra1, rows))  # the rounded root's rank (L's, at its cap)
+        flops += 2.0 * carried * rows * (ra1 + pair)  # the carried left bases
     return flops
 
 

@@ -26,8 +26,8 @@ from .cpd_contractions import PartialProducts, cpd_predict, design_matrix, mode_
 from .shapes import hierarchical_order, prime_factors, tensorize_shape
 from .tt import TTMatrix, TTVector, tt_gram
 from .tt_randomized import randomized_round_sum
-from .tt_rounding import (block_sum, cores_to_dense, left_orthogonalize, matvec_to_dense, round_cores, truncation_rank,
-                          tt_svd)
+from .tt_rounding import (block_sum, cores_to_dense, left_orthogonalize, matvec_to_dense, right_orthogonalize,
+                          round_cores, truncation_rank, tt_svd)
 from .tt_state import has_tt_state, tt_from_state, tt_state
 from .tt_update_rounding import round_rank_one_update
 
@@ -42,6 +42,7 @@ __all__ = [
     "matvec_to_dense",
     "prime_factors",
     "randomized_round_sum",
+    "right_orthogonalize",
     "round_rank_one_update",
     "round_cores",
     "tensorize_shape",

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 __all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "matvec_to_dense",
-           "middle_bond", "round_cores", "truncation_rank", "tt_svd"]
+           "middle_bond", "right_orthogonalize", "round_cores", "truncation_rank", "tt_svd"]
 
 #: a truncated SVD through the eigendecomposition of the smaller Gram matrix resolves singular values down to about
 #: √eps·σ_max (1.5e-8 in float64): :func:`tt_svd` takes that route in float64 when the tolerance is at least this
@@ -63,7 +63,9 @@ def leading_factor(matrix: torch.Tensor, delta: float, max_rank: int | None, *,
         Through the eigendecomposition of the smaller Gram matrix (``matrix matrixᵀ`` when m ≤ n, else
         ``matrixᵀ matrix`` and a QR of the kept columns) instead of an SVD: matrix products and one small
         ``eigh``, several times faster for the small and very unequal shapes of TT sweeps, with singular values
-        resolved to about √eps·σ_max (see :data:`GRAM_MIN_TOL`).
+        resolved to about √eps·σ_max (see :data:`GRAM_MIN_TOL`). When the rank can stay full and a Cholesky
+        factorisation of the Gram matrix minus ``delta²·I`` succeeds (nothing would be discarded), no ``eigh``:
+        ``u`` is the identity (m ≤ n) or the Q of a QR of ``matrix`` (m > n).
 
     Returns
     -------
@@ -79,10 +81,11 @@ def leading_factor(matrix: torch.Tensor, delta: float, max_rank: int | None, *,
         return u[:, :rank], s[:rank, None] * vh[:rank]
     wide = m <= n
     gram_matrix = matrix @ matrix.T if wide else matrix.T @ matrix
-    if wide and (max_rank is None or max_rank >= m):  # nothing to discard when σ_min² > delta²: Cholesky tells
-        identity = torch.eye(m, dtype=matrix.dtype, device=matrix.device)
+    short = min(m, n)
+    if max_rank is None or max_rank >= short:  # nothing to discard when σ_min² > delta²: Cholesky tells
+        identity = torch.eye(short, dtype=matrix.dtype, device=matrix.device)
         if int(torch.linalg.cholesky_ex(gram_matrix - (delta * delta) * identity).info) == 0:
-            return identity, matrix
+            return (identity, matrix) if wide else torch.linalg.qr(matrix)
     values, vectors = torch.linalg.eigh(gram_matrix)
     rank = gram_rank(values, delta, max_rank)
     kept = vectors[:, vectors.shape[1] - rank:]  # the leading eigenvectors (eigh sorts ascending; order is free)
@@ -212,7 +215,7 @@ def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:
 
 
 def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = None,
-           reference_norm: float | None = None) -> list[torch.Tensor]:
+           reference_norm: float | None = None, norm_core: int | None = None) -> list[torch.Tensor]:
     """TT-SVD of a dense d-way tensor (Oseledets 2011, Algorithm 1).
 
     Parameters
@@ -222,10 +225,14 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
         Relative accuracy: ``‖X − TT‖_F ≤ tol·‖X‖_F`` when ``max_rank`` does not bind.
     max_rank : int, optional
         Upper bound on every TT rank.
-
     reference_norm : float, optional
         Make the bound ``tol·reference_norm`` instead of ``tol·‖X‖`` (never below round-off of ``‖X‖``), as
         :func:`round_cores` does.
+    norm_core : int, optional
+        The core that holds the norm: the bonds left of it are truncated from the left, those right of it from the
+        right (0: cores 1..d-1 right-orthonormal, as :func:`~tnbayes.tensors.round_rank_one_update` takes its
+        factors). Default: the Gram route chooses each bond's side from the shapes, the SVD route truncates left
+        to right (the last core holds the norm).
 
     Returns
     -------
@@ -236,8 +243,8 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
     Notes
     -----
     In float64 when ``tol`` is at least :data:`GRAM_MIN_TOL`, or 0 with a ``max_rank``, the truncated SVDs come from
-    Gram matrices (:func:`leading_factor`) and each bond is truncated from its shorter side, see
-    :func:`_tt_svd_both_ends`; otherwise left to right by LAPACK's SVD (the last core holds the norm). The Gram
+    Gram matrices (:func:`leading_factor`) and each bond is truncated from its shorter side unless ``norm_core`` is
+    given, see :func:`_tt_svd_both_ends`; otherwise by LAPACK's SVD. The Gram
     route resolves singular values down to about √eps·‖X‖ whatever ``reference_norm`` is: where ``tol`` times it is
     smaller, singular values near round-off are kept (ranks can exceed an SVD's, the error does not).
     """
@@ -247,28 +254,24 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
     if reference_norm is not None:
         norm = max(float(reference_norm), norm * torch.finfo(tensor.dtype).eps)
     delta = tol * norm / math.sqrt(max(d - 1, 1))
+    if norm_core is not None and not 0 <= int(norm_core) < d:
+        raise ValueError(f"norm_core must be a core index in [0, {d - 1}]; got {norm_core}.")
     gram = tensor.dtype == torch.float64 and (tol >= GRAM_MIN_TOL or (tol == 0 and max_rank is not None))
-    if gram:
-        return _tt_svd_both_ends(tensor, delta, max_rank)
-    cores, rank = [], 1
-    rest = tensor.reshape(1, -1)
-    for k in range(d - 1):
-        rest = rest.reshape(rank * shape[k], -1)
-        u, rest = leading_factor(rest, delta, max_rank)
-        new_rank = u.shape[1]
-        cores.append(u.reshape(rank, shape[k], new_rank))
-        rank = new_rank
-    cores.append(rest.reshape(rank, shape[-1], 1))
-    return cores
+    if norm_core is None and not gram:
+        norm_core = d - 1
+    return _tt_svd_both_ends(tensor, delta, max_rank, gram=gram, norm_core=norm_core)
 
 
-def _tt_svd_both_ends(tensor: torch.Tensor, delta: float, max_rank: int | None) -> list[torch.Tensor]:
-    """TT-SVD by Gram matrices, each bond truncated from the side with the smaller unfolding dimension.
+def _tt_svd_both_ends(tensor: torch.Tensor, delta: float, max_rank: int | None, *, gram: bool,
+                      norm_core: int | None) -> list[torch.Tensor]:
+    """TT-SVD with each bond truncated from the left or from the right, the truncated SVDs by Gram matrices
+    (``gram``) or LAPACK.
 
-    Bonds are taken from the left while the left dimension (rank × mode) is at most the right one, otherwise from
-    the right, so every Gram matrix is that of the short side of a wide unfolding (no QR), and a bond whose smallest
-    singular value already exceeds ``delta`` costs a Cholesky factorisation (see :func:`leading_factor`). The left
-    bases are orthonormal, so each truncation sees the singular values of the partly truncated tensor's unfolding,
+    Without a ``norm_core``, bonds are taken from the left while the left dimension (rank × mode) is at most the
+    right one, otherwise from the right, so every Gram matrix is that of the short side of a wide unfolding (no QR),
+    and a bond whose smallest singular value already exceeds ``delta`` costs a Cholesky factorisation (see
+    :func:`leading_factor`); with one, the bonds left of it from the left and the others from the right. The bases
+    taken are orthonormal, so each truncation sees the singular values of the partly truncated tensor's unfolding,
     and the error is within ``delta·√(d − 1)`` as for Oseledets' left-to-right sweep.
     """
     shape = tuple(tensor.shape)
@@ -278,12 +281,12 @@ def _tt_svd_both_ends(tensor: torch.Tensor, delta: float, max_rank: int | None) 
     rest = tensor.reshape(-1)
     while low < high:
         rows, columns = left_rank * shape[low], shape[high] * right_rank
-        if rows <= columns:
-            u, rest = leading_factor(rest.reshape(rows, -1), delta, max_rank, gram=True)
+        if low < norm_core if norm_core is not None else rows <= columns:
+            u, rest = leading_factor(rest.reshape(rows, -1), delta, max_rank, gram=gram)
             left_cores.append(u.reshape(left_rank, shape[low], u.shape[1]))
             left_rank, low = u.shape[1], low + 1
         else:
-            u, rest_t = leading_factor(rest.reshape(-1, columns).T, delta, max_rank, gram=True)
+            u, rest_t = leading_factor(rest.reshape(-1, columns).T, delta, max_rank, gram=gram)
             right_cores.insert(0, u.T.reshape(u.shape[1], shape[high], right_rank))
             right_rank, high, rest = u.shape[1], high - 1, rest_t.T
     return [*left_cores, rest.reshape(left_rank, shape[low], right_rank), *right_cores]
@@ -342,6 +345,23 @@ def left_orthogonalize(cores: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return cores
 
 
+def right_orthogonalize(cores: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """QR sweep right to left: cores 1..d-1 become right-orthonormal and the norm sits in the first core
+    (:func:`left_orthogonalize` of the reversed train, each core's rank indices swapped).
+
+    Parameters
+    ----------
+    cores : sequence of torch.Tensor of shape (r_{k-1}, n_k, r_k)
+
+    Returns
+    -------
+    list of torch.Tensor
+        Cores of the same tensor; ``‖first core‖_F`` is its Frobenius norm.
+    """
+    mirrored = left_orthogonalize([core.permute(2, 1, 0) for core in reversed(cores)])
+    return [core.permute(2, 1, 0) for core in reversed(mirrored)]
+
+
 def round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None,
                 reference_norm: float | None = None) -> list[torch.Tensor]:
     """Oseledets' TT-rounding: right-to-left QR, then left-to-right truncated SVDs (Algorithm 2).
@@ -365,12 +385,7 @@ def round_cores(cores: Sequence[torch.Tensor], tol: float, max_rank: int | None,
     d = len(cores)
     if d == 1:
         return [cores[0].clone()]
-    # right-to-left orthogonalisation: cores 1..d-1 right-orthonormal, the norm in core 0
-    for k in range(d - 1, 0, -1):
-        r0, n, r1 = cores[k].shape
-        q, r = torch.linalg.qr(cores[k].reshape(r0, n * r1).T)  # (n r1, s), (s, r0)
-        cores[k] = q.T.reshape(q.shape[1], n, r1)
-        cores[k - 1] = torch.einsum("anb,cb->anc", cores[k - 1], r)
+    cores = right_orthogonalize(cores)  # cores 1..d-1 right-orthonormal, the norm in core 0
     norm = float(torch.linalg.vector_norm(cores[0]))
     if reference_norm is not None:  # never below round-off of the whole, so zero updates cannot inflate ranks
         norm = max(float(reference_norm), norm * torch.finfo(cores[0].dtype).eps)

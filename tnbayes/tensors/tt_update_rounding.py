@@ -4,12 +4,17 @@
 and a rank cap without forming the sum, whose ranks ``r_A + r_u·r_v`` make Oseledets' rounding cost
 O(d n (r_A + r_u r_v)³) per call (the row update of the square-root Kalman filter: 8 + 12·12 on Adult). It is that
 rounding's left-to-right sweep of truncated SVDs of the unfoldings, where each SVD comes from the eigenvectors of
-``Z G Zᵀ`` — ``Z`` the current core after the truncated left bases, ``G`` the Gram matrix of the sum's right
+``M = Z G Zᵀ`` — ``Z`` the current core after the truncated left bases, ``G`` the Gram matrix of the sum's right
 interface: all of them (the same result up to round-off) where the bond is small next to the cap, otherwise the
-leading ones from a subspace iteration with a fixed start (the same result up to the iteration's error, which the
-tests bound by 1.05× the formed rounding's), without forming ``Z G Zᵀ``. ``G`` has three blocks, built right to
-left at O(d n r_A r_u r_v (r_A + r_u + r_v)): ``A``'s own, the cross term ``A`` with ``u ⊗ v``, and ``G_u ⊗ G_v``
-(the outer product's Gram is the Kronecker product of the two vectors', never formed).
+leading ones from a subspace iteration with a fixed start that only multiplies by M (the same result up to the
+iteration's error, which the tests bound by 1.05× the formed rounding's).
+
+With ``u`` and ``v`` right-orthonormal (made so by a QR sweep unless the caller says they are, e.g. from
+:func:`~tnbayes.tensors.tt_svd` with ``norm_core=0``) the Gram of their right interface is the identity, so ``G``
+has two blocks left, built right to left at O(d n r_A r_u r_v (r_A + r_u + r_v)): ``A``'s own ``G_A`` and the
+cross term ``X`` of ``A`` with ``u ⊗ v``; then ``M = Z_A (G_A − X Xᵀ) Z_Aᵀ + Y Yᵀ`` with ``Y = Z_uv + Z_A X``
+(the Schur complement of the identity block), with no Kronecker product: M is formed, or multiplied by through
+``Z_A`` and ``Y`` (four large products and one r_A × r_A), whichever costs fewer flops (:func:`bond_basis_plan`).
 
 Singular values come from an eigendecomposition of their squares, computed in float64 whatever the cores' dtype, so
 they are resolved to about √eps of the largest (1.5e-8): tails below that are kept rather than discarded (the rank
@@ -30,35 +35,28 @@ from collections.abc import Callable
 import torch
 
 from tnbayes.tensors.tt import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import gram_rank
+from tnbayes.tensors.tt_rounding import gram_rank, right_orthogonalize
 
-__all__ = ["round_rank_one_update"]
+__all__ = ["bond_basis_plan", "round_rank_one_update"]
 
 
 def _right_grams(matrix: list[torch.Tensor], left: list[torch.Tensor], right: list[torch.Tensor]) -> list[tuple]:
-    """Gram blocks of the right interfaces of ``A`` and ``u ⊗ v`` at every bond k (after core k).
-
-    Returns, per bond, ``(G_AA (a, a), G_A,uv (a, b, c), G_u (b, b), G_v (c, c))``, and one more entry (index d)
-    for the whole tensors (core 0 included: 1 × 1 blocks, the squared norms and the inner product).
-    """
+    """Gram blocks of the right interfaces of ``A`` and of ``u ⊗ v`` (right-orthonormal: their own Gram is the
+    identity) at every bond k < d − 1 (after core k): ``(G_A (a, a), X (a, b·c))``, ``X`` the cross term."""
     d = len(matrix)
-    one = matrix[0].new_ones(1, 1)
-    grams: list[tuple] = [()] * (d + 1)
-    grams[d - 1] = (one, one.reshape(1, 1, 1), one, one)
-    for k in range(d - 1, -1, -1):
-        gaa, gao, gu, gv = grams[k]
+    gaa = matrix[0].new_ones(1, 1)
+    gao = matrix[0].new_ones(1, 1, 1)
+    grams: list[tuple] = [()] * (d - 1)
+    for k in range(d - 1, 0, -1):
         a, u, v = matrix[k], left[k], right[k]
         ra, ni, nj, ra1 = a.shape
-        a_gaa = (a.reshape(-1, ra1) @ gaa).reshape(ra, -1)
-        new_gaa = a_gaa @ a.reshape(ra, -1).T
-        new_gu = (u.reshape(-1, u.shape[2]) @ gu).reshape(u.shape[0], -1) @ u.reshape(u.shape[0], -1).T
-        new_gv = (v.reshape(-1, v.shape[2]) @ gv).reshape(v.shape[0], -1) @ v.reshape(v.shape[0], -1).T
         rb, rc = u.shape[0], v.shape[0]
+        gaa = (a.reshape(-1, ra1) @ gaa).reshape(ra, -1) @ a.reshape(ra, -1).T
         cross = (gao.reshape(-1, gao.shape[2]) @ v.reshape(-1, v.shape[2]).T).reshape(ra1, -1, rc, nj)  # (p, q, c, j)
         cross = u.reshape(-1, u.shape[2]) @ cross.permute(1, 0, 2, 3).reshape(u.shape[2], -1)  # (b i, p c j)
         cross = cross.reshape(rb, ni, ra1, rc, nj).permute(1, 4, 2, 0, 3)  # (i, j, p, b, c)
-        new_gao = a.reshape(ra, -1) @ cross.reshape(-1, rb * rc)
-        grams[k - 1] = (new_gaa, new_gao.reshape(ra, u.shape[0], v.shape[0]), new_gu, new_gv)  # k = 0: index -1 = d
+        gao = (a.reshape(ra, -1) @ cross.reshape(-1, rb * rc)).reshape(ra, rb, rc)
+        grams[k - 1] = (gaa, gao.reshape(ra, rb * rc))
     return grams
 
 
@@ -77,20 +75,43 @@ def _start_block(size: int, width: int, dtype: torch.dtype, device: torch.device
     return _START_BLOCKS[key]
 
 
-def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], size: int, trace: float, delta: float,
-                max_rank: int | None, like: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Orthonormal leading eigenvectors of the PSD matrix ``M`` (size × size) that ``apply`` multiplies by, as many as
-    :func:`gram_rank` keeps, and the sum of their eigenvalues.
+def bond_basis_plan(rows: int, columns: int, max_rank: int | None) -> tuple[int | None, bool]:
+    """How :func:`round_rank_one_update` finds a bond's basis from ``M = Z G Zᵀ`` (rows × rows, ``Z`` with
+    ``columns`` = r_A + r_u·r_v columns): the subspace iteration's width (None: a full eigendecomposition, when the
+    cap is not well below the size — rows < 2 (cap + :data:`SUBSPACE_OVERSAMPLING`)) and whether M is formed (for a
+    full eigendecomposition always; for the subspace iteration when forming it, at 2·rows²·columns flops, and three
+    products with it cost fewer flops than three multiplications through Z, at 4·rows·columns·width each).
 
-    With a cap well below the size (size ≥ 2 (cap + :data:`SUBSPACE_OVERSAMPLING`)): two steps of subspace iteration
-    from a fixed Gaussian Ω of cap + oversampling columns (``M Ω`` orthonormalised, then ``M Q`` — ``M² Ω`` at once
-    would lose directions below eps^¼ of the largest) and Rayleigh–Ritz, never forming M; the energy
-    outside the subspace (``trace`` minus the Ritz values) counts as discarded, so the rank is never lower than the
-    exact one. Otherwise M is formed and fully decomposed.
+    Parameters
+    ----------
+    rows, columns : int
+    max_rank : int, optional
+
+    Returns
+    -------
+    width : int or None
+    formed : bool
     """
     width = None if max_rank is None else int(max_rank) + SUBSPACE_OVERSAMPLING
-    if width is None or 2 * width > size:
-        values, vectors = torch.linalg.eigh(apply(torch.eye(size, dtype=like.dtype, device=like.device)))
+    if width is None or 2 * width > rows:
+        return None, True
+    return width, rows * (2 * columns + 6 * width) <= 12 * columns * width
+
+
+def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], formed: torch.Tensor | None, like: torch.Tensor,
+                width: int | None, trace: float, delta: float, max_rank: int | None) -> tuple[torch.Tensor, float]:
+    """Orthonormal leading eigenvectors of the PSD matrix ``M`` (size × size, the rows of ``like``) that ``apply``
+    multiplies by (``formed``: M itself, or None), as many as :func:`gram_rank` keeps, and the sum of their
+    eigenvalues.
+
+    Without a ``width``, ``formed`` is fully decomposed. With one: two steps of subspace iteration from a fixed
+    Gaussian Ω of ``width`` columns (``M Ω`` orthonormalised, then ``M Q`` — ``M² Ω`` at once would lose directions
+    below eps^¼ of the largest) and Rayleigh–Ritz; the energy outside the subspace (``trace`` minus the Ritz values)
+    counts as discarded, so the rank is never lower than the exact one.
+    """
+    size = like.shape[0]
+    if width is None:
+        values, vectors = torch.linalg.eigh(formed)
         rank = gram_rank(values, delta, max_rank)
         return _fixed_signs(vectors[:, size - rank:]), float(values[size - rank:].sum())
     q, _ = torch.linalg.qr(apply(_start_block(size, width, like.dtype, like.device)))
@@ -110,7 +131,8 @@ def _fixed_signs(basis: torch.Tensor) -> torch.Tensor:
 
 
 def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, scale: float, *, tol: float,
-                          max_rank: int | None, reference_norm: float | None = None) -> TTMatrix:
+                          max_rank: int | None, reference_norm: float | None = None,
+                          right_orthonormal: bool = False) -> TTMatrix:
     """``round(A + scale · u vᵀ)``, Oseledets' TT-rounding of the sum, without forming the sum.
 
     Parameters
@@ -131,6 +153,10 @@ def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, sca
     reference_norm : float, optional
         Make the bound ``tol·reference_norm`` instead (never below round-off of the sum's norm), e.g. the norm of
         the update.
+    right_orthonormal : bool
+        ``u`` and ``v`` already have right-orthonormal cores 1..d-1 (e.g. from :func:`~tnbayes.tensors.tt_svd`
+        with ``norm_core=0``); otherwise a QR sweep makes them so first (the same result, up to how orthonormal
+        the given cores are: float32 factors to about 1e-7).
 
     Returns
     -------
@@ -142,39 +168,42 @@ def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, sca
                          f"{right.shape}.")
     dtype = matrix.cores[0].dtype  # the Gram algebra runs in float64 (it squares singular values), cast back after
     a_cores, u_cores, v_cores = ([c.to(torch.float64) for c in t.cores] for t in (matrix, left, right))
+    if not right_orthonormal:
+        u_cores, v_cores = right_orthogonalize(u_cores), right_orthogonalize(v_cores)
     d = len(a_cores)
     grams = _right_grams(a_cores, u_cores, v_cores)
-    gaa, gao, gu, gv = grams[d]  # the whole sum's squared norm: ‖A‖² + 2 s ⟨A, u vᵀ⟩ + s² ‖u‖² ‖v‖²
-    trace = max(float(gaa) + 2.0 * float(scale) * float(gao) + float(scale) ** 2 * float(gu) * float(gv), 0.0)
-    norm = math.sqrt(trace)
-    if reference_norm is not None:
-        norm = max(float(reference_norm), norm * torch.finfo(a_cores[0].dtype).eps)
-    delta = tol * norm / math.sqrt(max(d - 1, 1))
     carried_a = a_cores[0].new_ones(1, 1)  # the truncated left basis against A's rank index
     carried_uv = a_cores[0].new_full((1, 1, 1), float(scale))  # … against the ranks of u ⊗ v
     out = []
+    trace = delta = math.nan
     for k in range(d):
         a, u, v = a_cores[k], u_cores[k], v_cores[k]
         r, (ra, ni, nj, ra1), rb1, rc1 = carried_a.shape[0], a.shape, u.shape[2], v.shape[2]
         rows = r * ni * nj
         z_a = (carried_a @ a.reshape(ra, -1)).reshape(rows, ra1)
         rb, rc = u.shape[0], v.shape[0]
-        z_uv = (carried_uv.transpose(1, 2).reshape(r * rc, rb) @ u.reshape(rb, -1)).reshape(r, rc, ni, rb1)
-        z_uv = (z_uv.permute(0, 2, 3, 1).reshape(-1, rc) @ v.reshape(rc, -1)).reshape(r, ni, rb1, nj, rc1)
+        z_uv = (carried_uv.reshape(r * rb, rc) @ v.reshape(rc, -1)).reshape(r, rb, nj * rc1)  # (p, b, j c)
+        z_uv = torch.matmul(u.reshape(rb, -1).T, z_uv).reshape(r, ni, rb1, nj, rc1)  # (p, i, b, j, c)
         z_uv = z_uv.transpose(2, 3).reshape(rows, rb1 * rc1)
         if k == d - 1:
             out.append((z_a + z_uv).reshape(r, ni, nj, 1))
             break
-        gaa, gao, gu, gv = grams[k]
-        gao = gao.reshape(ra1, -1)
+        gaa, cross = grams[k]
+        joint, schur = torch.addmm(z_uv, z_a, cross), gaa - cross @ cross.T
 
-        def apply(x: torch.Tensor) -> torch.Tensor:  # Z G Zᵀ x, G with its Kronecker block never formed
-            on_a, on_uv = z_a.T @ x, z_uv.T @ x
-            kron = (gu @ on_uv.reshape(rb1, -1)).reshape(rb1, rc1, -1).transpose(0, 1).reshape(rc1, -1)
-            kron = (gv @ kron).reshape(rc1, rb1, -1).transpose(0, 1).reshape(rb1 * rc1, -1)
-            return z_a @ (gaa @ on_a + gao @ on_uv) + z_uv @ (gao.T @ on_a + kron)
+        def apply(x: torch.Tensor) -> torch.Tensor:  # Z G Zᵀ x = Z_A (G_A − X Xᵀ) Z_Aᵀ x + Y Yᵀ x
+            return torch.addmm(z_a @ (schur @ (z_a.T @ x)), joint, joint.T @ x)
 
-        basis, trace = _bond_basis(apply, rows, trace, delta, max_rank, z_a)
+        width, form = bond_basis_plan(rows, ra1 + joint.shape[1], max_rank)
+        formed = torch.addmm(z_a @ schur @ z_a.T, joint, joint.T) if form else None
+        if k == 0:  # the whole sum's squared norm, trace(Z G Zᵀ) at the first bond
+            trace = max(float((z_a @ schur * z_a).sum()) + float(joint.square().sum()), 0.0)
+            norm = math.sqrt(trace)
+            if reference_norm is not None:
+                norm = max(float(reference_norm), norm * torch.finfo(a_cores[0].dtype).eps)
+            delta = tol * norm / math.sqrt(max(d - 1, 1))
+        basis, trace = _bond_basis(apply if formed is None else formed.__matmul__, formed, z_a, width, trace, delta,
+                                   max_rank)
         rank = basis.shape[1]
         out.append(basis.reshape(r, ni, nj, rank))
         carried_a = basis.T @ z_a

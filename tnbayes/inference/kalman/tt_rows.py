@@ -36,8 +36,9 @@ never formed either).
 The row update holds the state-sized vectors densely while it runs (N numbers each: for TNKF, the size of the data):
 ``Lᵀc`` and ``L w`` are contracted to dense vectors and compressed by :func:`~tnbayes.tensors.tt_svd` with the
 ``"innovation"`` and ``"gain"`` rules (a TT-SVD of the full vector meets the same error bound as rounding the exact
-product's TT, whose ranks r_L·r_c make that rounding the row's most expensive step), and the mean is updated densely
-and compressed with the ``"mean"`` rule; the filter keeps the mean's TT and its dense vector.
+product's TT, whose ranks r_L·r_c make that rounding the row's most expensive step), right-orthonormal with the norm
+in the first core as the root's rounding takes them, and the mean is updated densely and compressed with the
+``"mean"`` rule; the filter keeps the mean's TT and its dense vector.
 """
 
 from __future__ import annotations
@@ -219,15 +220,16 @@ class TTKalmanFilter:
         reference = update_norm if self.round_relative_to == "update" else None
         return tt.round(rule.tol, rule.max_rank, reference_norm=reference)
 
-    def _compress(self, dense: torch.Tensor, quantity: str, update_norm: float | None = None) -> TTVector:
+    def _compress(self, dense: torch.Tensor, quantity: str, update_norm: float | None = None,
+                  norm_core: int | None = None) -> TTVector:
         """TT-SVD of a dense state-sized vector with the rule of ``quantity`` (relative to ``update_norm`` when
-        rounding relative to updates). The error bound is that of rounding an exact TT of the vector; the ranks
-        can differ where singular values sit near the tolerance, and without a tolerance or cap round-off makes the
-        vector numerically full rank (an untruncated filter)."""
+        rounding relative to updates; ``norm_core`` as :func:`~tnbayes.tensors.tt_svd`). The error bound is that of
+        rounding an exact TT of the vector; the ranks can differ where singular values sit near the tolerance, and
+        without a tolerance or cap round-off makes the vector numerically full rank (an untruncated filter)."""
         rule = self.truncation[quantity]
         reference = update_norm if self.round_relative_to == "update" else None
         return TTVector(tt_svd(dense.reshape(self.shape), tol=rule.tol, max_rank=rule.max_rank,
-                               reference_norm=reference))
+                               reference_norm=reference, norm_core=norm_core))
 
     @property
     def mean(self) -> TTVector:
@@ -294,15 +296,18 @@ class TTKalmanFilter:
             if self.forgetting_factor != 1.0:
                 self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
             root = self.covariance_sqrt
-            projected = self._compress(matvec_to_dense(root.cores, row.cores, transpose=True), "innovation")  # w = Lᵀc
-            innovation_variance = float(torch.linalg.vector_norm(projected.to_dense())) ** 2 + noise
-            gain = self._compress(matvec_to_dense(root.cores, projected.cores), "gain")  # g = L w = P c
+            # w = Lᵀc and g = L w = P c, right-orthonormal as the root's rounding takes them
+            projected = self._compress(matvec_to_dense(root.cores, row.cores, transpose=True), "innovation",
+                                       norm_core=0)
+            innovation_variance = float(torch.linalg.vector_norm(projected.cores[0])) ** 2 + noise
+            gain = self._compress(matvec_to_dense(root.cores, projected.cores), "gain", norm_core=0)
             gain_dense = gain.to_dense()
             beta = 1.0 / (innovation_variance + math.sqrt(noise * innovation_variance))
             gain_norm = float(torch.linalg.vector_norm(gain_dense))
             update_norm = None if self.round_relative_to != "update" else \
                 beta * gain_norm * math.sqrt(innovation_variance - noise)  # ‖β g wᵀ‖_F
-            self.covariance_sqrt = self._round_root(root, gain, projected * beta, 1, update_norm)
+            self.covariance_sqrt = self._round_root(root, gain, projected * beta, 1, update_norm,
+                                                    right_orthonormal=True)  # β scales core 0
             residual = float(target) - float(row.to_dense() @ self._dense_mean())
             step = residual / innovation_variance
             self._set_dense_mean(self._dense_mean() + step * gain_dense, abs(step) * gain_norm)
@@ -427,17 +432,18 @@ class TTKalmanFilter:
                                     generator=self._generator)
 
     def _round_root(self, root: TTMatrix, gain: TTVector, mixed: TTVector, batch: int,
-                    update_norm: float | None) -> TTMatrix:
+                    update_norm: float | None, right_orthonormal: bool = False) -> TTMatrix:
         """``round(L − G (A Wᵀ)ᵀ)`` with the covariance rule. Without a rank cap: formed and rounded
         deterministically. With one, a row update (``batch`` = 1) by :func:`~tnbayes.tensors.round_rank_one_update`
         (the same deterministic rounding, from Gram matrices, without forming the rank r_L + r_g·r_w sum), a block
-        update by a randomized sketch that never forms the sum (:func:`~tnbayes.tensors.randomized_round_sum`)."""
+        update by a randomized sketch that never forms the sum (:func:`~tnbayes.tensors.randomized_round_sum`).
+        ``right_orthonormal``: the row update's ``g`` and ``β w`` have right-orthonormal cores 1..d-1 already."""
         rule = self.truncation["covariance"]
         if rule.max_rank is None:
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
         if batch == 1:
             return round_rank_one_update(root, gain, mixed, -1.0, tol=rule.tol, max_rank=rule.max_rank,
-                                         reference_norm=update_norm)
+                                         reference_norm=update_norm, right_orthonormal=right_orthonormal)
         # relative to the update: sketch exactly, then round against the update's norm
         sketched = randomized_round_sum([root, (gain, mixed, batch)], [1.0, -1.0], max_rank=rule.max_rank,
                                         tol=rule.tol if update_norm is None else 0.0,
