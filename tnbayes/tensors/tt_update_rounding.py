@@ -101,8 +101,8 @@ def bond_basis_plan(rows: int, columns: int, max_rank: int | None) -> tuple[int 
 def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], formed: torch.Tensor | None, like: torch.Tensor,
                 width: int | None, trace: float, delta: float, max_rank: int | None) -> tuple[torch.Tensor, float]:
     """Orthonormal leading eigenvectors of the PSD matrix ``M`` (size × size, the rows of ``like``) that ``apply``
-    multiplies by (``formed``: M itself, or None), as many as :func:`gram_rank` keeps, and the sum of their
-    eigenvalues.
+    multiplies by (``formed``: M itself, then used instead of ``apply``; or None), as many as :func:`gram_rank`
+    keeps, and the sum of their eigenvalues.
 
     Without a ``width``, ``formed`` is fully decomposed. With one: two steps of subspace iteration from a fixed
     Gaussian Ω of ``width`` columns (``M Ω`` orthonormalised, then ``M Q`` — ``M² Ω`` at once would lose directions
@@ -110,6 +110,8 @@ def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], formed: torch.Ten
     counts as discarded, so the rank is never lower than the exact one.
     """
     size = like.shape[0]
+    if formed is not None:
+        apply = formed.__matmul__
     if width is None:
         values, vectors = torch.linalg.eigh(formed)
         rank = gram_rank(values, delta, max_rank)
@@ -202,8 +204,7 @@ def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, sca
             if reference_norm is not None:
                 norm = max(float(reference_norm), norm * torch.finfo(a_cores[0].dtype).eps)
             delta = tol * norm / math.sqrt(max(d - 1, 1))
-        basis, trace = _bond_basis(apply if formed is None else formed.__matmul__, formed, z_a, width, trace, delta,
-                                   max_rank)
+        basis, trace = _bond_basis(apply, formed, z_a, width, trace, delta, max_rank)
         rank = basis.shape[1]
         out.append(basis.reshape(r, ni, nj, rank))
         carried_a = basis.T @ z_a
