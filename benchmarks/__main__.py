@@ -18,7 +18,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
               "hilbert_gp_scaling", "scale_out", "reference_code", "device_speed"),
     # predictive accuracy and calibration (NLPD, coverage) against ExactGP on fixed splits
     "calibration": ("exact_gp_uci", "cpd_uci_calibration", "tt_kalman_uci", "calibration_study", "defaults_study",
-                    "airline_peers", "tnkf_block_check"),
+                    "airline_peers", "tnkf_block_check", "odd_data_sweep"),
 }
 #: entry name -> module with a ``main(argv) -> int`` function (``suite`` runs all the others)
 ENTRIES = {**{name: f"benchmarks.{group}.{name}" for group, names in GROUPS.items() for name in names},

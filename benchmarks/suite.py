@@ -69,6 +69,8 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "tt_kalman_uci": (["--datasets", "yacht", "--splits", "0:1"], ["--datasets", "yacht", "--splits", "0:1"]),
     "tnkf_block_check": (["--datasets", "wilson/bike", "synthetic", "--max-train", "512", "--max-test", "500"],
                          ["--datasets", "synthetic", "--max-train", "128", "--max-test", "64"]),
+    "odd_data_sweep": (["--cases", "integer_lookup", "noiseless", "constant_column"],
+                       ["--cases", "tiny_1d", "--models", "ExactGP", "HilbertGP"]),
     "tt_kalman_airline": (["--n-train", "1000", "--n-test", "2000", "--models", "tt", "hilbert", "cpd"],
                           ["--n-train", "300", "--n-test", "200", "--models", "tt", "--num-basis", "3", "--rank", "3"]),
     "scale_out": (["--max-rows", "100000", "--rank", "5", "--num-basis", "20", "--sweeps", "1",

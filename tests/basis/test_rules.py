@@ -63,3 +63,10 @@ def test_check_hilbert_approximation_warns_outside_representable_range():
         check_hilbert_approximation(2.0, L, M, "se")
     with pytest.warns(ApproximationWarning, match="half-range"):
         check_hilbert_approximation(0.3, 1.1, 40, "se", half_range=1.0)
+    # on a bound of the range within round-off (a fit that stopped there): no warning; just beyond it: one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_hilbert_approximation(float(rng.lengthscale_max[0]) * (1 + 1e-12), L, M, "se")
+        assert check_hilbert_approximation(float(rng.lengthscale_min[0]) * (1 - 1e-12), L, M, "se")
+    with pytest.warns(ApproximationWarning, match="too small"):
+        check_hilbert_approximation(float(rng.lengthscale_max[0]) * 1.001, L, M, "se")

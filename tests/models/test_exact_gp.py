@@ -163,6 +163,28 @@ def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     assert kept.neg_mll_ != pytest.approx(model.neg_mll_, abs=1e-6)
 
 
+def test_lookup_table_targets_on_integer_inputs_predict_their_records():
+    """Targets that are a function of two integer-coded inputs: ML-II's optimum drives their lengthscales to 0 (a
+    lookup table). A test input equal to a training input must get that record's target, whatever else is predicted
+    with it (GPyTorch's squared distances lose eps·‖x/ℓ‖² to cancellation: without a floor on ℓ the kernel value of an
+    input and its copy fell from 1 to near 0, the predictions changed with the batch and the NLPD was in the
+    thousands)."""
+    from tnbayes.selection.marginal_likelihood import LENGTHSCALE_FLOOR
+
+    X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
+    y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
+    X_train, y_train, X_test, y_test = X[:225], y[:225], X[225:], y[225:]
+    model = tnbayes.ExactGP().fit(X_train, y_train)
+    assert float(model.lengthscale_.min()) >= LENGTHSCALE_FLOOR * (1 - 1e-6)
+    seen = np.flatnonzero([(X_train == x).all(1).any() for x in X_test])
+    assert seen.size >= 10
+    post = model.posterior(X_test)
+    np.testing.assert_allclose(post.mean.numpy()[seen], y_test[seen], atol=1e-3)
+    alone = np.array([float(model.posterior(X_test[i:i + 1]).mean[0]) for i in seen[:10]])
+    np.testing.assert_allclose(alone, post.mean.numpy()[seen[:10]], atol=1e-6)
+    assert metrics.evaluate(post, y_test)["nlpd"] < 0
+
+
 def test_lengthscale_lower_bound_is_respected_in_user_units():
     rng = np.random.default_rng(3)
     X = rng.uniform(0, 5, size=(100, 2)) * np.array([1.0, 100.0])

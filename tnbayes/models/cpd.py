@@ -24,6 +24,7 @@ from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
     ApproximationWarning,
     LENGTHSCALE_RESOLUTION,
+    RULE_RELATIVE_SLACK,
     HilbertBasis,
     data_center_and_half_range,
     hilbert_box,
@@ -312,7 +313,7 @@ class CPDKernelMachine(CPDModelBase):
             # An estimated ℓ below what M functions resolve would shrink the approximate kernel's variance
             # (every represented frequency gets ~0 weight); raise it to the shortest representable ℓ.
             shortest = LENGTHSCALE_RESOLUTION * c * half_range / num_basis
-            clamped = self.lengthscale_ < shortest
+            clamped = self.lengthscale_ < shortest * (1 - RULE_RELATIVE_SLACK)  # on it within round-off: kept
             if bool(clamped.any()):
                 warnings.warn(
                     f"Estimated lengthscales {self.lengthscale_[clamped].cpu().numpy().round(4).tolist()} of inputs "

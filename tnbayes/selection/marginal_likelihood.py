@@ -45,7 +45,8 @@ from linear_operator.utils.warnings import NumericalWarning
 from tnbayes.basis.spectral import KERNEL_ALIASES
 from tnbayes.selection.leave_one_out import leave_one_out_loss, leave_one_out_r2, leave_one_out_scores
 
-__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE",
+__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_FLOOR", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION",
+           "NOISE_PRIOR_SCALE",
            "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
            "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale",
            "lengthscale_prior_location"]
@@ -65,6 +66,11 @@ _RESCUE_LENGTHSCALE_FACTORS = (1.0, 0.3)
 #: random restarts start within this factor of the prior mode (log-uniformly)
 _RESTART_SPREAD = 5.0
 _KERNELS = ("se", "matern")
+#: floor of every lengthscale ML-II fits (standardised scale; a given lower bound applies on top). GPyTorch's squared
+#: distances ‖x/ℓ‖² + ‖x'/ℓ‖² − 2 (x/ℓ)·(x'/ℓ) lose about eps·‖x/ℓ‖² to cancellation: at ℓ → 0 (ML-II's optimum when
+#: targets are a lookup table of discrete inputs) an input equal to a training input got a kernel value near 0, not 1.
+#: At the floor that error is about 1e-6 for inputs up to 5 in magnitude; values 0.01 apart stay uncorrelated
+LENGTHSCALE_FLOOR = 1e-4
 
 
 @contextlib.contextmanager
@@ -280,6 +286,14 @@ def initial_lengthscale(X: torch.Tensor, ard: bool = True) -> torch.Tensor:
     return torch.exp(lengthscale_prior_location(X, ard) - LENGTHSCALE_PRIOR_SCALE**2)
 
 
+def _lengthscale_bound(settings: MarginalLikelihoodSettings) -> torch.Tensor:
+    """(1, D) or (1, 1), float64 on the CPU: the settings' lengthscale bound, at least :data:`LENGTHSCALE_FLOOR`."""
+    bound = settings.lengthscale_lower_bound
+    if bound is None:
+        return torch.full((1, 1), LENGTHSCALE_FLOOR, dtype=torch.float64)
+    return bound.detach().to("cpu", torch.float64).reshape(1, -1).clamp_min(LENGTHSCALE_FLOOR)
+
+
 def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSettings
                                 ) -> tuple[gpytorch.kernels.ScaleKernel, gpytorch.likelihoods.GaussianLikelihood]:
     """The covariance and the likelihood of every GPyTorch model in tnbayes (ExactGP, SVGP): ``ScaleKernel`` of an
@@ -302,8 +316,7 @@ def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSet
     # the priors' tensors are made on X's device: Module.to moves a prior's buffers but not the loc and scale of
     # its torch.distributions base (a CUDA model then failed with a CPU prior)
     on_x = {"dtype": X.dtype, "device": X.device}
-    bound = settings.lengthscale_lower_bound
-    constraint = None if bound is None else gpytorch.constraints.GreaterThan(bound.to(**on_x))
+    constraint = gpytorch.constraints.GreaterThan(_lengthscale_bound(settings).to(**on_x))
     prior = None
     if settings.prior == "dimension_scaled":
         loc = lengthscale_prior_location(X, settings.ard)
@@ -365,10 +378,8 @@ def _collapsed(model: gpytorch.models.ExactGP) -> bool:
 def _set_start(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettings, lengthscale: torch.Tensor,
                outputscale: float, noise: float) -> None:
     dev, dt = model.train_targets.device, model.train_targets.dtype
-    bound = settings.lengthscale_lower_bound
-    lengthscale = lengthscale.to(dev, dt)
-    if bound is not None:  # start strictly inside the feasible region
-        lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * bound.to(dev, dt) + 1e-3).reshape(-1)
+    lengthscale = lengthscale.to(dev, dt)  # started strictly inside the feasible region
+    lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * _lengthscale_bound(settings).to(dev, dt) + 1e-3)
     model.covar_module.base_kernel.lengthscale = lengthscale.reshape(1, -1)
     model.covar_module.outputscale = outputscale
     model.likelihood.noise = max(noise, 10 * float(settings.noise_lower_bound))
