@@ -15,6 +15,7 @@ error. ExactGP is the reference on every set.
 from __future__ import annotations
 
 import argparse
+import csv
 import time
 import warnings
 
@@ -140,8 +141,6 @@ def main(argv: list[str]) -> int:
     lines += [f"| {r['case']} | {r['model']} | {r.get('error', '')} | {r['warnings']} |" for r in rows
               if r.get("error") or r["warnings"]]
     output_path("odd_data_sweep", ".md", args.variant).write_text("\n".join(lines) + "\n")
-    import csv
-
     with output_path("odd_data_sweep", "_runs.csv", args.variant).open("w", newline="") as handle:
         fields = ["case", "model", "rmse_over_sd", "coverage_95", "nlpd", "fit_seconds", "predict_seconds", "error",
                   "warnings"]

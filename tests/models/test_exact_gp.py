@@ -1,5 +1,7 @@
 """ExactGP against a dense numpy/scipy Gaussian-process computation."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -163,26 +165,48 @@ def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     assert kept.neg_mll_ != pytest.approx(model.neg_mll_, abs=1e-6)
 
 
-def test_lookup_table_targets_on_integer_inputs_predict_their_records():
+def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatch):
     """Targets that are a function of two integer-coded inputs: ML-II's optimum drives their lengthscales to 0 (a
     lookup table). A test input equal to a training input must get that record's target, whatever else is predicted
-    with it (GPyTorch's squared distances lose eps·‖x/ℓ‖² to cancellation: without a floor on ℓ the kernel value of an
-    input and its copy fell from 1 to near 0, the predictions changed with the batch and the NLPD was in the
-    thousands)."""
-    from tnbayes.selection.marginal_likelihood import LENGTHSCALE_FLOOR
+    with it. The control, with the numerical floor switched off, shows the failure it prevents: GPyTorch's squared
+    distances lose eps·‖x/ℓ‖² to cancellation, and the prediction then changes with the batch."""
+    from tnbayes.selection import marginal_likelihood
 
     X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
     y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
-    X_train, y_train, X_test, y_test = X[:225], y[:225], X[225:], y[225:]
-    model = tnbayes.ExactGP().fit(X_train, y_train)
-    assert float(model.lengthscale_.min()) >= LENGTHSCALE_FLOOR * (1 - 1e-6)
+    order = np.random.default_rng(2).permutation(300)  # the split of odd_data_sweep's integer_lookup
+    X_train, y_train, X_test, y_test = X[order[:225]], y[order[:225]], X[order[225:]], y[order[225:]]
     seen = np.flatnonzero([(X_train == x).all(1).any() for x in X_test])
     assert seen.size >= 10
-    post = model.posterior(X_test)
+
+    def batch_and_alone(model):
+        batch = model.posterior(X_test)
+        alone = np.array([float(model.posterior(X_test[i:i + 1]).mean[0]) for i in seen[:10]])
+        return batch, alone
+
+    post, alone = batch_and_alone(tnbayes.ExactGP().fit(X_train, y_train))
     np.testing.assert_allclose(post.mean.numpy()[seen], y_test[seen], atol=1e-3)
-    alone = np.array([float(model.posterior(X_test[i:i + 1]).mean[0]) for i in seen[:10]])
     np.testing.assert_allclose(alone, post.mean.numpy()[seen[:10]], atol=1e-6)
     assert metrics.evaluate(post, y_test)["nlpd"] < 0
+    monkeypatch.setattr(marginal_likelihood, "NUMERICAL_LENGTHSCALE_FLOOR", 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GPyTorch's negative-variance warning is part of the failure
+        control, control_alone = batch_and_alone(tnbayes.ExactGP().fit(X_train, y_train))
+    assert np.abs(control.mean.numpy()[seen] - y_test[seen]).max() > 0.1
+
+
+def test_state_saved_before_the_lengthscale_floor_loads_with_its_own_bound():
+    """A model file written before ``NUMERICAL_LENGTHSCALE_FLOOR`` holds GPyTorch's default lengthscale constraint (a 0-d lower
+    bound of 0); loading it keeps that bound, so its raw lengthscale means what it meant when it was fitted."""
+    X, y = _toy(n=60)
+    model = tnbayes.ExactGP(num_restarts=0).fit(X, y)
+    key = "covar_module.base_kernel.raw_lengthscale_constraint.lower_bound"
+    state = model._extra_state()
+    assert state[key].shape == ()
+    state[key] = torch.tensor(0.0, dtype=state[key].dtype)
+    model._after_load(state)
+    raw = state["covar_module.base_kernel.raw_lengthscale"]
+    torch.testing.assert_close(model.gp_.covar_module.base_kernel.lengthscale, torch.nn.functional.softplus(raw))
 
 
 def test_lengthscale_lower_bound_is_respected_in_user_units():

@@ -157,7 +157,7 @@ def _grouped(n, seed):
 
 
 def test_the_floor_lets_the_pilot_start_fit_grouped_rows(monkeypatch):
-    """On grouped rows the pilot's ML-II, without its own lengthscale floor (``LENGTHSCALE_FLOOR``, switched off here
+    """On grouped rows the pilot's ML-II, without its own lengthscale floor (``NUMERICAL_LENGTHSCALE_FLOOR``, switched off here
     to reproduce it), puts the identifier's lengthscale far below SVGP's floor (the data cannot tell them apart);
     raised to the floor, the pilot's start predicts the test rows to a tenth of their spread with calibrated
     intervals. The control, the same fit with SVGP's floor switched off too, predicts no better than the mean (RMSE
@@ -171,7 +171,7 @@ def test_the_floor_lets_the_pilot_start_fit_grouped_rows(monkeypatch):
     default = tnbayes.SVGP(**settings).fit(X, y)
     assert not any("raised" in line for line in default.fit_report_)
     assert tnbayes.metrics.evaluate(default.posterior(X_test), y_test)["rmse"] < 0.1 * float(np.std(y_test))
-    monkeypatch.setattr(marginal_likelihood, "LENGTHSCALE_FLOOR", 0.0)
+    monkeypatch.setattr(marginal_likelihood, "NUMERICAL_LENGTHSCALE_FLOOR", 0.0)
     model = tnbayes.SVGP(**settings).fit(X, y)
     assert any(line.startswith("lengthscale of input 0 raised") for line in model.fit_report_)
     assert any("greedy conditional variance" in line for line in model.fit_report_)
@@ -182,3 +182,18 @@ def test_the_floor_lets_the_pilot_start_fit_grouped_rows(monkeypatch):
     control = tnbayes.SVGP(**settings).fit(X, y)
     assert not any("raised" in line for line in control.fit_report_)
     assert tnbayes.metrics.evaluate(control.posterior(X_test), y_test)["rmse"] > 0.5 * float(np.std(y_test))
+
+
+def test_a_start_below_the_numerical_floor_is_moved_inside_the_constraint():
+    """A pilot standardised on other rows can put a lengthscale just below the kernel's numerical floor in SVGP's
+    units; the start moves inside the constraint instead of failing on it."""
+    from tnbayes.models._svgp_steps import start_modules
+    from tnbayes.selection.marginal_likelihood import NUMERICAL_LENGTHSCALE_FLOOR, MarginalLikelihoodSettings
+
+    X = torch.randn(50, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    start = {"lengthscale": torch.tensor([0.5 * NUMERICAL_LENGTHSCALE_FLOOR, 1.0, 2.0], dtype=torch.float64),
+             "outputscale": 1.0, "noise": 0.1}
+    kernel, _ = start_modules(X, start, MarginalLikelihoodSettings())
+    lengthscale = kernel.base_kernel.lengthscale.detach().reshape(-1)
+    assert bool(torch.isfinite(lengthscale).all()) and float(lengthscale[0]) > NUMERICAL_LENGTHSCALE_FLOOR
+    torch.testing.assert_close(lengthscale[1:], start["lengthscale"][1:])

@@ -84,7 +84,7 @@ NO_RULE_BOUNDARY_FACTOR = 2.0
 LENGTHSCALE_RESOLUTION = 3.4
 #: relative slack of the lengthscale range checks (:func:`check_hilbert_approximation`, CPDKernelMachine's raise to
 #: the shortest resolvable lengthscale): a lengthscale fitted up to a bound of the range, computed elsewhere, lands on
-#: it within round-off and satisfies the rule; without the slack it was reported as "4.313 is above 4.313"
+#: it within round-off and satisfies the rule, so it is neither reported nor raised
 RULE_RELATIVE_SLACK = 1e-6
 
 

@@ -128,8 +128,10 @@ def start_modules(prior_inputs: torch.Tensor, start: dict[str, Any],
     ``start`` (a dict as :func:`standard_start` returns)."""
     kernel, likelihood = build_kernel_and_likelihood(prior_inputs, settings)
     with torch.no_grad():
-        kernel.base_kernel.lengthscale = start["lengthscale"].to(prior_inputs).reshape(
-            kernel.base_kernel.lengthscale.shape)
+        # inside the constraint: a pilot on other rows standardises differently, so its floor can land just below
+        bound = kernel.base_kernel.raw_lengthscale_constraint.lower_bound.to(prior_inputs)
+        kernel.base_kernel.lengthscale = torch.maximum(start["lengthscale"].to(prior_inputs).reshape(
+            kernel.base_kernel.lengthscale.shape), bound * (1 + 1e-3))
         kernel.outputscale = torch.as_tensor(start["outputscale"]).to(prior_inputs)
         likelihood.noise = torch.as_tensor(start["noise"]).to(prior_inputs)
     return kernel, likelihood

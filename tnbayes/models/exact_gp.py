@@ -67,7 +67,8 @@ class ExactGP(BaseModel):
         Lower bound of the lengthscales, in the units of ``X`` (one value, or one per input). Use it
         when the kernel will later be approximated by a finite basis that cannot represent shorter
         lengthscales (``CPDKernelMachine`` does); ML-II then explains the unresolvable structure as
-        noise instead of interpolating it. Default: no bound.
+        noise instead of interpolating it. Default: none beyond the numerical floor every ML-II fit keeps
+        (:data:`~tnbayes.selection.marginal_likelihood.NUMERICAL_LENGTHSCALE_FLOOR`, standardised scale).
     drop_duplicates : bool
         Maximise the marginal likelihood on the distinct (x, y) records only (default); the posterior
         still conditions on every training point. A repeated record looks to ML-II like a noise-free

@@ -44,6 +44,7 @@ from tnbayes.selection.leave_one_out import (
 from tnbayes.selection.marginal_likelihood import (
     COLLAPSE_LOO_R2,
     LENGTHSCALE_PRIOR_SCALE,
+    NUMERICAL_LENGTHSCALE_FLOOR,
     MarginalLikelihoodFit,
     MarginalLikelihoodSettings,
     build_exact_gp,
@@ -68,7 +69,7 @@ __all__ = [
     # the input box
     "OUT_OF_BOX_POLICIES", "OutOfBoxWarning", "apply_input_box", "check_out_of_box_policy", "prediction_box",
     # ML-II
-    "COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "MarginalLikelihoodFit", "MarginalLikelihoodSettings",
+    "COLLAPSE_LOO_R2", "LENGTHSCALE_PRIOR_SCALE", "NUMERICAL_LENGTHSCALE_FLOOR", "MarginalLikelihoodFit", "MarginalLikelihoodSettings",
     "build_exact_gp", "build_kernel_and_likelihood", "exact_gpytorch_settings", "exact_log_marginal_likelihood",
     "fit_marginal_likelihood", "initial_lengthscale", "lengthscale_prior_location",
     # leave-one-out

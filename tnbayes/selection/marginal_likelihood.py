@@ -45,7 +45,7 @@ from linear_operator.utils.warnings import NumericalWarning
 from tnbayes.basis.spectral import KERNEL_ALIASES
 from tnbayes.selection.leave_one_out import leave_one_out_loss, leave_one_out_r2, leave_one_out_scores
 
-__all__ = ["COLLAPSE_LOO_R2", "LENGTHSCALE_FLOOR", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION",
+__all__ = ["COLLAPSE_LOO_R2", "NUMERICAL_LENGTHSCALE_FLOOR", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION",
            "NOISE_PRIOR_SCALE",
            "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
            "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale",
@@ -69,8 +69,8 @@ _KERNELS = ("se", "matern")
 #: floor of every lengthscale ML-II fits (standardised scale; a given lower bound applies on top). GPyTorch's squared
 #: distances ‖x/ℓ‖² + ‖x'/ℓ‖² − 2 (x/ℓ)·(x'/ℓ) lose about eps·‖x/ℓ‖² to cancellation: at ℓ → 0 (ML-II's optimum when
 #: targets are a lookup table of discrete inputs) an input equal to a training input got a kernel value near 0, not 1.
-#: At the floor that error is about 1e-6 for inputs up to 5 in magnitude; values 0.01 apart stay uncorrelated
-LENGTHSCALE_FLOOR = 1e-4
+#: In float64 at the floor that error is about 1e-6 for inputs up to 5 in magnitude (float32 models are not covered)
+NUMERICAL_LENGTHSCALE_FLOOR = 1e-4
 
 
 @contextlib.contextmanager
@@ -134,7 +134,7 @@ class MarginalLikelihoodSettings:
     noise_lower_bound : float
         Lower bound of the noise variance (standardised scale).
     lengthscale_lower_bound : torch.Tensor of shape (1, D) or (1, 1), optional
-        Lower bound of the lengthscales on the standardised scale.
+        Lower bound of the lengthscales on the standardised scale (at least :data:`NUMERICAL_LENGTHSCALE_FLOOR`).
     seed : int
         Seed of the random starts and of the screening subsample.
     screen_size : int
@@ -287,11 +287,12 @@ def initial_lengthscale(X: torch.Tensor, ard: bool = True) -> torch.Tensor:
 
 
 def _lengthscale_bound(settings: MarginalLikelihoodSettings) -> torch.Tensor:
-    """(1, D) or (1, 1), float64 on the CPU: the settings' lengthscale bound, at least :data:`LENGTHSCALE_FLOOR`."""
+    """The settings' lengthscale bound, at least :data:`NUMERICAL_LENGTHSCALE_FLOOR` (float64, CPU): (1, D) or (1, 1) as given;
+    without one 0-d, the shape of GPyTorch's default constraint, so the model files saved before the floor load."""
     bound = settings.lengthscale_lower_bound
     if bound is None:
-        return torch.full((1, 1), LENGTHSCALE_FLOOR, dtype=torch.float64)
-    return bound.detach().to("cpu", torch.float64).reshape(1, -1).clamp_min(LENGTHSCALE_FLOOR)
+        return torch.tensor(NUMERICAL_LENGTHSCALE_FLOOR, dtype=torch.float64)
+    return bound.detach().to("cpu", torch.float64).reshape(1, -1).clamp_min(NUMERICAL_LENGTHSCALE_FLOOR)
 
 
 def build_kernel_and_likelihood(X: torch.Tensor, settings: MarginalLikelihoodSettings
