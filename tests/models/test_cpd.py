@@ -163,7 +163,7 @@ def test_chunk_size_and_tol_are_validated():
 
 def test_estimated_lengthscale_below_basis_resolution_is_raised():
     from tnbayes.basis import ApproximationWarning
-    from tnbayes.models.cpd import LENGTHSCALE_RESOLUTION
+    from tnbayes.basis import LENGTHSCALE_RESOLUTION
 
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.uniform(-1, 1, 200), rng.integers(0, 7, 200)])  # a discrete input

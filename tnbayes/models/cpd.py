@@ -23,7 +23,6 @@ from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_inputs, check_positive
 from tnbayes.basis import (
     ApproximationWarning,
-    LENGTHSCALE_RESOLUTION,
     RULE_RELATIVE_SLACK,
     HilbertBasis,
     data_center_and_half_range,
@@ -312,7 +311,7 @@ class CPDKernelMachine(CPDModelBase):
         if self.lengthscale is None:
             # An estimated ℓ below what M functions resolve would shrink the approximate kernel's variance
             # (every represented frequency gets ~0 weight); raise it to the shortest representable ℓ.
-            shortest = LENGTHSCALE_RESOLUTION * c * half_range / num_basis
+            shortest = resolvable_lengthscale(half_range, num_basis, c).to(self.lengthscale_)
             clamped = self.lengthscale_ < shortest * (1 - RULE_RELATIVE_SLACK)  # on it within round-off: kept
             if bool(clamped.any()):
                 warnings.warn(
