@@ -222,3 +222,52 @@ def test_gram_roundings_and_the_capped_row_update_on_cuda_match_cpu():
     print(f"CUDA-DIFF capped row update: max |mean gap| {mean_gap:.2e} (truncation {mean_truncation:.2e}), "
           f"‖P gap‖_F {covariance_gap:.2e} (truncation {covariance_truncation:.2e})")
     assert mean_gap <= 0.05 * mean_truncation and covariance_gap <= 0.01 * covariance_truncation
+
+
+def test_dense_matvec_and_the_schur_form_root_rounding_on_cuda_match_cpu():
+    """The two row-update pieces added after the last GPU run: ``matvec_to_dense`` (``A x`` and ``Aᵀ x`` contracted
+    from both ends) and the rank-one root rounding with right-orthonormal ``g``/``w`` from ``tt_svd(norm_core=0)``
+    give the CPU's numbers to round-off on the device."""
+    from tnbayes.tensors import TTMatrix, TTVector, matvec_to_dense, round_rank_one_update
+    from tnbayes.tensors.tt_rounding import tt_svd
+
+    generator = torch.Generator().manual_seed(11)
+    shape = (3, 4, 2, 3, 3)
+    ranks = [1, 5, 7, 6, 4, 1]
+    matrix = TTMatrix([torch.randn(ranks[k], n, n, ranks[k + 1], generator=generator, dtype=torch.float64)
+                       for k, n in enumerate(shape)])
+    vector = TTVector.random(shape, 3, generator=generator)
+    for transpose in (False, True):
+        on_cpu = matvec_to_dense(matrix.cores, vector.cores, transpose=transpose)
+        on_gpu = matvec_to_dense([c.to(DEVICE) for c in matrix.cores], [c.to(DEVICE) for c in vector.cores],
+                                 transpose=transpose)
+        dense = matrix.to_dense()
+        reference = (dense.T if transpose else dense) @ vector.to_dense().reshape(-1)
+        assert on_gpu.device.type == DEVICE
+        torch.testing.assert_close(on_cpu, reference, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(on_gpu.cpu(), on_cpu, rtol=1e-11, atol=1e-11)
+
+    dense_left = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    dense_right = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    for cap in (30, 4):
+        results = {}
+        for device in ("cpu", DEVICE):
+            left = TTVector(tt_svd(dense_left.to(device), tol=1e-12, norm_core=0))
+            right = TTVector(tt_svd(dense_right.to(device), tol=1e-12, norm_core=0))
+            results[device] = round_rank_one_update(matrix.to(device), left, right, -0.7, tol=1e-6, max_rank=cap,
+                                                   right_orthonormal=True)
+        assert results[DEVICE].ranks == results["cpu"].ranks
+        reference = results["cpu"].to_dense()
+        gap = float(torch.linalg.matrix_norm(results[DEVICE].to_dense().cpu() - reference))
+        assert gap <= 1e-9 * float(torch.linalg.matrix_norm(reference)), (cap, gap)
+
+
+def test_numerical_lengthscale_floor_on_cuda():
+    """ML-II's numerical lengthscale floor is a constraint bound on the model's device: integer-coded lookup-table
+    targets (``tests/models/test_exact_gp.py``) fitted on the device predict their training records, as on the CPU."""
+    X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
+    y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
+    fits = {device: _fit(tnbayes.ExactGP, X[:225], y[:225], device) for device in ("cpu", DEVICE)}
+    means = {device: model.posterior(X[:225]).mean.cpu().numpy() for device, model in fits.items()}
+    np.testing.assert_allclose(means[DEVICE], y[:225], atol=1e-3)
+    np.testing.assert_allclose(means[DEVICE], means["cpu"], atol=1e-6)
