@@ -6,7 +6,6 @@ import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
-from gpytorch.models.exact_prediction_strategies import LinearPredictionStrategy
 from linear_operator.operators import (
     LowRankRootAddedDiagLinearOperator,
     LowRankRootLinearOperator,
@@ -15,6 +14,7 @@ from linear_operator.operators import (
 
 from tnbayes.basis import ApproximationWarning
 from tnbayes.kernels import FeatureKernel, HilbertKernel, VFFKernel, available_kernels, get_kernel, register_kernel
+from tnbayes.kernels.base import LOW_RANK_PREDICTION_STRATEGY
 
 DT = torch.float64
 
@@ -225,7 +225,7 @@ def test_exact_gp_predictions_match_exact_rbf(data_1d):
             post = likelihood(model(x_test))
             preds[name] = (post.mean, post.variance)
         if name == "hilbert":
-            assert isinstance(model.prediction_strategy, LinearPredictionStrategy)
+            assert isinstance(model.prediction_strategy, LOW_RANK_PREDICTION_STRATEGY)
     torch.testing.assert_close(preds["hilbert"][0], preds["exact"][0], atol=1e-6, rtol=0)
     torch.testing.assert_close(preds["hilbert"][1], preds["exact"][1], atol=1e-6, rtol=0)
 
@@ -327,4 +327,4 @@ def test_botorch_single_task_gp():
     fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 40}})
     post = model.posterior(torch.rand(5, 2, generator=g, dtype=DT))
     assert post.mean.shape == (5, 1) and torch.isfinite(post.variance).all() and (post.variance > 0).all()
-    assert isinstance(model.prediction_strategy, LinearPredictionStrategy)
+    assert isinstance(model.prediction_strategy, LOW_RANK_PREDICTION_STRATEGY)

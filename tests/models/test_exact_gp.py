@@ -2,10 +2,12 @@
 
 import warnings
 
+import gpytorch
 import numpy as np
 import pytest
 import scipy.optimize
 import torch
+from packaging.version import Version
 
 import tnbayes
 from tnbayes import metrics
@@ -191,7 +193,14 @@ def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatc
     monkeypatch.setattr(marginal_likelihood, "NUMERICAL_LENGTHSCALE_FLOOR", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # GPyTorch's negative-variance warning is part of the failure
-        control, control_alone = batch_and_alone(tnbayes.ExactGP().fit(X_train, y_train))
+        unfloored = tnbayes.ExactGP().fit(X_train, y_train)
+        control, _ = batch_and_alone(unfloored)
+    assert float(unfloored.lengthscale_.min()) < 1e-6  # the collapse the floor stops
+    if Version(gpytorch.__version__) < Version("1.15"):
+        # reproduced with GPyTorch 1.15; with GPyTorch 1.11 (linear_operator 0.5.1, numpy 1.24, scipy 1.10) these
+        # records are predicted right at the same collapse; 1.12-1.14 not run
+        pytest.skip(f"GPyTorch {gpytorch.__version__}: the control's failure was reproduced with 1.15 only (the "
+                    f"floored fit passed)")
     assert np.abs(control.mean.numpy()[seen] - y_test[seen]).max() > 0.1
 
 

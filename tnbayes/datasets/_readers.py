@@ -119,7 +119,8 @@ def read_table(paths: Sequence[Path], spec: DatasetSpec) -> RawData:
 def read_rdata_csv(paths: Sequence[Path], spec: DatasetSpec) -> RawData:
     """Two-column numeric csv with a quoted header (R exports); options ``x_col``, ``y_col``."""
     opt = spec.options
-    data = np.loadtxt(paths[0], delimiter=",", skiprows=1, dtype=np.float64, ndmin=2,
+    # encoding given: numpy < 2 passes bytes to converters by default (encoding="bytes"), numpy ≥ 2 str
+    data = np.loadtxt(paths[0], delimiter=",", skiprows=1, dtype=np.float64, ndmin=2, encoding="utf-8",
                       converters=lambda s: float(s.strip().strip('"')))
     X, y = _as_2d_float(data[:, opt["x_col"]]), data[:, opt["y_col"]]
     _check_shape(spec, X, y, paths[0])

@@ -2,7 +2,8 @@
 
 A :class:`FeatureKernel` computes ``k(x, x') = z(x)ᵀ z(x')`` from per-dimension feature matrices
 (``(..., D, N, M)``, one 1-D basis per input dimension), combined into a product or additive kernel.
-It returns low-rank ``LinearOperator``s and GPyTorch's ``LinearPredictionStrategy`` (as
+It returns low-rank ``LinearOperator``s and GPyTorch's ``LinearPredictionStrategy`` (see
+:data:`LOW_RANK_PREDICTION_STRATEGY` for older GPyTorch; as
 ``gpytorch.kernels.RFFKernel`` does) so that ``ExactGP`` and BoTorch's ``SingleTaskGP`` stay on the
 Woodbury path: with F feature columns and N training points, the marginal likelihood costs O(N F²)
 instead of O(N³), and prediction works in feature space.
@@ -19,7 +20,14 @@ from linear_operator.operators import LinearOperator, LowRankRootLinearOperator,
 
 from ..basis.combine import DEFAULT_MAX_PRODUCT_FEATURES, additive_features, num_structured_features, product_features
 
-__all__ = ["FeatureKernel", "STRUCTURES"]
+__all__ = ["FeatureKernel", "LOW_RANK_PREDICTION_STRATEGY", "STRUCTURES"]
+
+#: GPyTorch's prediction strategy for kernels with an explicit finite feature map: ``LinearPredictionStrategy``
+#: (GPyTorch 1.14.1, 1.14.3 and later: exact predictions in feature space), else ``RFFPredictionStrategy``, the
+#: strategy ``RFFKernel`` used in the GPyTorch releases without it (1.11–1.14.0, 1.14.2; BoTorch 0.10–0.15 pin
+#: them), which supports no fantasy updates (``condition_on_observations`` raises ``NotImplementedError``)
+LOW_RANK_PREDICTION_STRATEGY = (getattr(exact_prediction_strategies, "LinearPredictionStrategy", None)
+                                or exact_prediction_strategies.RFFPredictionStrategy)
 
 #: Ways of combining per-dimension 1-D kernels into a D-dimensional kernel.
 STRUCTURES = ("product", "additive")
@@ -158,7 +166,6 @@ class FeatureKernel(Kernel):
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         """GPyTorch's linear (Woodbury) prediction strategy: predictions in feature space (F × F solves, F the
-        number of features) and fast posterior sampling, as ``gpytorch.kernels.RFFKernel`` does."""
-        return exact_prediction_strategies.LinearPredictionStrategy(
-            train_inputs, train_prior_dist, train_labels, likelihood
-        )
+        number of features) and fast posterior sampling, as ``gpytorch.kernels.RFFKernel`` does
+        (:data:`LOW_RANK_PREDICTION_STRATEGY`)."""
+        return LOW_RANK_PREDICTION_STRATEGY(train_inputs, train_prior_dist, train_labels, likelihood)
