@@ -198,7 +198,7 @@ def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatc
     assert float(unfloored.lengthscale_.min()) < 1e-6  # the collapse the floor stops
     if Version(gpytorch.__version__) < Version("1.15"):
         # reproduced with GPyTorch 1.15; with GPyTorch 1.11 (linear_operator 0.5.1, numpy 1.24, scipy 1.10) these
-        # records are predicted right at the same collapse; 1.12-1.14 not run
+        # records are predicted right at the same collapse; 1.12-1.14 not checked
         pytest.skip(f"GPyTorch {gpytorch.__version__}: the control's failure was reproduced with 1.15 only (the "
                     f"floored fit passed)")
     assert np.abs(control.mean.numpy()[seen] - y_test[seen]).max() > 0.1
