@@ -265,14 +265,13 @@ def test_dense_matvec_and_the_schur_form_root_rounding_on_cuda_match_cpu():
 def test_numerical_lengthscale_floor_on_cuda():
     """ML-II's numerical lengthscale floor is a constraint bound on the model's device: integer-coded lookup-table
     targets (``tests/models/test_exact_gp.py``) fitted on the device predict their training records, as on the CPU."""
+    from tests.models.test_exact_gp import lookup_table_split
     from tnbayes.selection import NUMERICAL_LENGTHSCALE_FLOOR
 
-    X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
-    y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
-    fits = {device: _fit(tnbayes.ExactGP, X[:225], y[:225], device) for device in ("cpu", DEVICE)}
+    X_train, y_train, X_test, y_test, seen = lookup_table_split()
+    fits = {device: _fit(tnbayes.ExactGP, X_train, y_train, device) for device in ("cpu", DEVICE)}
     for model in fits.values():  # the floor binds: ML-II would go below it (test_exact_gp.py's control)
         assert float(model.lengthscale_.min()) == pytest.approx(NUMERICAL_LENGTHSCALE_FLOOR, rel=1e-6)
-    means = {device: model.posterior(X[225:]).mean.cpu().numpy() for device, model in fits.items()}
+    means = {device: model.posterior(X_test).mean.cpu().numpy() for device, model in fits.items()}
     np.testing.assert_allclose(means[DEVICE], means["cpu"], atol=1e-6)
-    seen = [i for i in range(75) if (X[:225] == X[225 + i]).all(1).any()]
-    np.testing.assert_allclose(means[DEVICE][seen], y[225:][seen], atol=1e-3)
+    np.testing.assert_allclose(means[DEVICE][seen], y_test[seen], atol=1e-3)

@@ -167,6 +167,17 @@ def test_repeated_records_are_left_out_of_ml2_but_conditioned_on():
     assert kept.neg_mll_ != pytest.approx(model.neg_mll_, abs=1e-6)
 
 
+def lookup_table_split() -> tuple[np.ndarray, ...]:
+    """Targets that are a lookup table of two integer-coded inputs (of four), split as odd_data_sweep's
+    ``integer_lookup``: X_train (225, 4), y_train (225,), X_test (75, 4), y_test (75,) and the indices of the test
+    inputs that equal a training input."""
+    X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
+    y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
+    order = np.random.default_rng(2).permutation(300)
+    X_train, y_train, X_test, y_test = X[order[:225]], y[order[:225]], X[order[225:]], y[order[225:]]
+    return X_train, y_train, X_test, y_test, np.flatnonzero([(X_train == x).all(1).any() for x in X_test])
+
+
 def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatch):
     """Targets that are a function of two integer-coded inputs: ML-II's optimum drives their lengthscales to 0 (a
     lookup table). A test input equal to a training input must get that record's target, whatever else is predicted
@@ -174,11 +185,7 @@ def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatc
     distances lose eps·‖x/ℓ‖² to cancellation, and the prediction then changes with the batch."""
     from tnbayes.selection import marginal_likelihood
 
-    X = np.random.default_rng(1).integers(0, 5, size=(300, 4)).astype(float)
-    y = np.round(3 * (np.sin(0.75 * X[:, 0]) + 0.5 * (X[:, 1] / 4) ** 2))
-    order = np.random.default_rng(2).permutation(300)  # the split of odd_data_sweep's integer_lookup
-    X_train, y_train, X_test, y_test = X[order[:225]], y[order[:225]], X[order[225:]], y[order[225:]]
-    seen = np.flatnonzero([(X_train == x).all(1).any() for x in X_test])
+    X_train, y_train, X_test, y_test, seen = lookup_table_split()
     assert seen.size >= 10
 
     def batch_and_alone(model):
@@ -205,8 +212,8 @@ def test_lookup_table_targets_on_integer_inputs_predict_their_records(monkeypatc
 
 
 def test_state_saved_before_the_lengthscale_floor_loads_with_its_own_bound():
-    """A model file written before ``NUMERICAL_LENGTHSCALE_FLOOR`` holds GPyTorch's default lengthscale constraint (a 0-d lower
-    bound of 0); loading it keeps that bound, so its raw lengthscale means what it meant when it was fitted."""
+    """A model file written before ``NUMERICAL_LENGTHSCALE_FLOOR`` holds GPyTorch's default lengthscale constraint (a
+    0-d lower bound of 0); loading it keeps that bound, so its raw lengthscale means what it meant when fitted."""
     X, y = _toy(n=60)
     model = tnbayes.ExactGP(num_restarts=0).fit(X, y)
     key = "covar_module.base_kernel.raw_lengthscale_constraint.lower_bound"

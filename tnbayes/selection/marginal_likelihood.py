@@ -45,9 +45,8 @@ from linear_operator.utils.warnings import NumericalWarning
 from tnbayes.basis.spectral import KERNEL_ALIASES
 from tnbayes.selection.leave_one_out import leave_one_out_loss, leave_one_out_r2, leave_one_out_scores
 
-__all__ = ["COLLAPSE_LOO_R2", "NUMERICAL_LENGTHSCALE_FLOOR", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family", "NOISE_PRIOR_LOCATION",
-           "NOISE_PRIOR_SCALE",
-           "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
+__all__ = ["COLLAPSE_LOO_R2", "NUMERICAL_LENGTHSCALE_FLOOR", "LENGTHSCALE_PRIOR_SCALE", "gp_kernel_family",
+           "NOISE_PRIOR_LOCATION", "NOISE_PRIOR_SCALE", "MarginalLikelihoodFit", "MarginalLikelihoodSettings", "build_exact_gp", "build_kernel_and_likelihood",
            "exact_gpytorch_settings", "exact_log_marginal_likelihood", "fit_marginal_likelihood", "initial_lengthscale",
            "lengthscale_prior_location"]
 
@@ -287,8 +286,9 @@ def initial_lengthscale(X: torch.Tensor, ard: bool = True) -> torch.Tensor:
 
 
 def _lengthscale_bound(settings: MarginalLikelihoodSettings) -> torch.Tensor:
-    """The settings' lengthscale bound, at least :data:`NUMERICAL_LENGTHSCALE_FLOOR` (float64, CPU): (1, D) or (1, 1) as given;
-    without one 0-d, the shape of GPyTorch's default constraint, so the model files saved before the floor load."""
+    """The settings' lengthscale bound, at least :data:`NUMERICAL_LENGTHSCALE_FLOOR` (float64, CPU): (1, D) or (1, 1)
+    as given; without one 0-d, the shape of GPyTorch's default constraint, so model files saved before the floor
+    load."""
     bound = settings.lengthscale_lower_bound
     if bound is None:
         return torch.tensor(NUMERICAL_LENGTHSCALE_FLOOR, dtype=torch.float64)
@@ -379,9 +379,9 @@ def _collapsed(model: gpytorch.models.ExactGP) -> bool:
 def _set_start(model: gpytorch.models.ExactGP, settings: MarginalLikelihoodSettings, lengthscale: torch.Tensor,
                outputscale: float, noise: float) -> None:
     dev, dt = model.train_targets.device, model.train_targets.dtype
-    lengthscale = lengthscale.to(dev, dt)  # started strictly inside the feasible region
-    lengthscale = torch.maximum(lengthscale.reshape(1, -1), 2.0 * _lengthscale_bound(settings).to(dev, dt) + 1e-3)
-    model.covar_module.base_kernel.lengthscale = lengthscale.reshape(1, -1)
+    lengthscale = torch.maximum(lengthscale.to(dev, dt).reshape(1, -1),  # strictly inside the feasible region
+                                2.0 * _lengthscale_bound(settings).to(dev, dt) + 1e-3)
+    model.covar_module.base_kernel.lengthscale = lengthscale
     model.covar_module.outputscale = outputscale
     model.likelihood.noise = max(noise, 10 * float(settings.noise_lower_bound))
     model.mean_module.constant.data.fill_(0.0)
