@@ -45,7 +45,7 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
                             ["--tasks", "spiral", "--spiral-n", "256", "--configs", "default"]),
     "tnkf_speed": (["--quick"], ["--sizes", "256", "512", "--rows", "10", "--ranks", "4", "--rank-size", "256",
                                  "--dense-max", "512"]),
-    "qtkm_uci": (["--only", "yacht", "--splits", "1"], ["--only", "yacht", "--splits", "1"]),
+    "qtkm_uci": (["--only", "yacht", "--splits", "1"], ["--only", "yacht", "--splits", "1", "--tkm-ranks", "2"]),
     "qtkm_spectrum": (["--quick"], ["--quick"]),
     "qtkm_airline": (["--qtkm-ranks", "10", "--tkm-ranks", "2", "--sweeps", "3", "--n-train", "20000"],
                      ["--qtkm-ranks", "4", "--tkm-ranks", "2", "--sweeps", "1", "--n-train", "2000"]),
@@ -57,7 +57,8 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "tt_kalman_cost": (["--dims", "2", "4", "8", "--ranks", "5", "10", "--rows", "32"],
                        ["--dims", "2", "4", "--ranks", "4", "--rows", "8"]),
     "kalman_speedup": (["--workloads", "sinc", "--before-rows", "256", "--quick", "--defaults-rows", "1024"],
-                       ["--workloads", "sinc", "--before-rows", "32", "--quick", "--defaults-rows", "128", "--full"]),
+                       ["--workloads", "sinc", "--before-rows", "32", "--quick", "--defaults-rows", "128", "--full",
+                        "--defaults-models", "TNKF"]),
     # skipped pair by pair where the reference checkouts are absent (CI): only our rows run then
     "reference_code": (["--repeats", "1", "--rffnet-epochs", "10", "--rffnet-configs", "32:1e-2:1e-4",
                         "--fl-epochs", "10:10"],

@@ -27,7 +27,7 @@ SMALL = [
     tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=2),
     tnbayes.TNKF(hyper_max_points=40),
     tnbayes.TNKFClassifier(hyper_max_points=40),
-    tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=4),
+    tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=4, max_rank=4),
     tnbayes.RFFNet(max_epochs=5, num_features=16),
     tnbayes.SVGP(num_inducing=8, max_iter=5),
     tnbayes.RFFNetClassifier(max_epochs=5, num_features=16),

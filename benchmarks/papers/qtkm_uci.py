@@ -46,10 +46,10 @@ def _model(cls: type, rank: int, first: str | None, run: RunContext):
     return cls(**kwargs)
 
 
-def _models() -> dict:
+def _models(tkm_ranks: tuple[int, ...] = TKM_RANKS) -> dict:
     """Label -> factory: TKM and QTKM at each equal parameter budget, TKM first (R_QTKM = 2 R_TKM)."""
     models, first = {}, None
-    for tkm_rank in TKM_RANKS:
+    for tkm_rank in tkm_ranks:
         for cls, rank in ((TKM, tkm_rank), (QTKM, 2 * tkm_rank)):
             label = f"{cls.__name__} R={rank}"
             models[label] = partial(_model, cls, rank, first)
@@ -71,7 +71,8 @@ def _paper_row(row: dict) -> dict:
             "seconds": row["fit_seconds"]}
 
 
-def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split) -> None:
+def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split,
+         tkm_ranks: tuple[int, ...] = TKM_RANKS) -> None:
     """Append the rows of every split of ``name`` to ``rows`` (those in ``done`` are reused); ``on_split()``
     after each split. The fits run through :func:`tnbayes.compare` on the paper's random splits."""
     reused = [r for r in done if r["dataset"] == name and int(r["split"]) < splits]  # an earlier (stopped) run
@@ -88,7 +89,7 @@ def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split) -
 
     if todo:
         # test inputs outside the training range are allowed up to P/2 (checked by the model)
-        compare(_models(), [name], todo, load=lambda dataset, k: random_split(dataset, k, 0.1), columns=_columns,
+        compare(_models(tkm_ranks), [name], todo, load=lambda dataset, k: random_split(dataset, k, 0.1), columns=_columns,
                 progress=False, on_split=split_done)
     mine = [r for r in rows if r["dataset"] == name]
     rows[len(rows) - len(mine):] = sorted(mine, key=lambda r: int(r["split"]))  # split order, as run in one go
@@ -151,16 +152,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks qtkm_uci")
     parser.add_argument("--only", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--tkm-ranks", type=int, nargs="+", default=list(TKM_RANKS),
+                        help="TKM ranks of the equal parameter budgets (QTKM's are twice these)")
     parser.add_argument("--resume", default=None,
                         help="runs.csv of an interrupted run of this script (same code); its splits are not re-fitted")
     args = parser.parse_args(argv)
-    variant = "" if args.splits == 10 and list(args.only) == list(DATASETS) else "partial"
+    full = args.splits == 10 and list(args.only) == list(DATASETS) and tuple(args.tkm_ranks) == TKM_RANKS
+    variant = "" if full else "partial"
     runs = output_path("qtkm_uci", "_runs.csv", variant)
     figure = output_path("qtkm_uci", ".png", variant)
     done = read_rows(args.resume) if args.resume else []
     rows: list[dict] = []
     for dataset in args.only:
-        _run(dataset, args.splits, done, rows, lambda: write_rows(rows, runs))
+        _run(dataset, args.splits, done, rows, lambda: write_rows(rows, runs), tuple(args.tkm_ranks))
     protocol = f"see the module docstring of benchmarks/papers/qtkm_uci.py; per-split rows in results/qtkm_uci/{runs.name}"
     text = header("QTKM vs TKM at equal parameter counts (UCI)", protocol) + "\n".join(_summary(rows)) + \
         f"\n\nFigure (test MSE against the number of parameters): {figure.name}\n"

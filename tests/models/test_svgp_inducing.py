@@ -167,7 +167,7 @@ def test_the_floor_lets_the_pilot_start_fit_grouped_rows(monkeypatch):
 
     X, y = _grouped(2500, seed=3)
     X_test, y_test = _grouped(1000, seed=4)
-    settings = dict(max_iter=150, time_budget=None, hyperparameter_start="pilot")
+    settings = dict(max_iter=50, time_budget=None, hyperparameter_start="pilot")
     default = tnbayes.SVGP(**settings).fit(X, y)
     assert not any("raised" in line for line in default.fit_report_)
     assert tnbayes.metrics.evaluate(default.posterior(X_test), y_test)["rmse"] < 0.1 * float(np.std(y_test))
