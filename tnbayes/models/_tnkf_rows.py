@@ -283,4 +283,4 @@ class KernelRowsMixin:
             kernel_tt = self._compress_block(kernel_rows, row_rule)
             means = block_dot(kernel_tt, kalman.mean, count)
             variances = block_transpose_norms_squared(root, kernel_tt, count)
-        held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_)
+        held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_, targets[wanted])

@@ -452,6 +452,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         return rules, plan.rows
 
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
+    _lost_data_advice = "raise the 'mean' and 'covariance' rank caps of truncation, or stream fewer rows (max_rows)."
     _budget_first_fits = "the default caps fit"
 
     def _caps_text(self, settings: Mapping[str, Any]) -> str:

@@ -252,6 +252,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
     supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
     _renamed_parameters = {"forgetting": "forgetting_factor"}
     _budget_given_instead = "lengthscale, outputscale and noise_variance"
+    _lost_data_advice = "raise max_rank, or keep the default smoothing='als', which re-solves the mean from every row."
 
     def __init__(self, kernel: str = "se", nu: float | None = None, *,
                  basis: str | TensorProductFeatures = "hilbert", num_basis: int | None = None,
@@ -406,7 +407,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                 if wanted.stop > wanted.start:  # predict the last rows before the filter sees them
                     held_phi = phi[:, wanted]
                     held_out.add(batch_y[wanted] - self.mean_constant_ - kalman.predict_mean(held_phi),
-                                 kalman.predict_variance(held_phi) + self.measurement_noise_)
+                                 kalman.predict_variance(held_phi) + self.measurement_noise_, batch_y[wanted])
                 kalman.update(phi, batch_y - self.mean_constant_, self.measurement_noise_)
                 used += batch_y.shape[0]
                 trace = kalman.covariance_trace()

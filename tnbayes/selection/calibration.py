@@ -22,8 +22,9 @@ import math
 
 import torch
 
-__all__ = ["HELD_OUT_FRACTION", "MIN_HELD_OUT_ROWS", "NOISE_ESTIMATES", "PrequentialResiduals",
-           "additive_variance_estimate", "check_noise_estimate", "held_out_rows", "proportional_noise_estimate"]
+__all__ = ["HELD_OUT_FRACTION", "LOST_DATA_ERROR_RATIO", "MIN_HELD_OUT_ROWS", "NOISE_ESTIMATES",
+           "PrequentialResiduals", "additive_variance_estimate", "check_noise_estimate", "held_out_rows",
+           "proportional_noise_estimate"]
 
 #: the ``noise_estimate`` values of every model that offers one: ``"held_out"`` (the noise the model's errors on
 #: rows it did not see call for) or ``"training"`` (the marginal-likelihood or training-residual noise)
@@ -34,6 +35,9 @@ HELD_OUT_FRACTION = 0.2
 #: fewer held-out rows than this give no estimate (the relative standard error of a variance from n residuals is
 #: √(2/n): 26% at 30 rows)
 MIN_HELD_OUT_ROWS = 30
+#: a sequential filter whose predictions of its last rows have a mean squared error above this multiple of those
+#: rows' variance (predicting their own mean scores 1) has lost the data: :meth:`PrequentialResiduals.error_ratio`
+LOST_DATA_ERROR_RATIO = 2.0
 
 
 def check_noise_estimate(value: str) -> None:
@@ -58,15 +62,27 @@ class PrequentialResiduals:
         self.first = int(num_rows) - held if held >= MIN_HELD_OUT_ROWS else int(num_rows)
         self.residuals: list[torch.Tensor] = []
         self.variances: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
 
     def wanted(self, processed: int, batch_rows: int) -> slice:
         """The rows of the next batch (``batch_rows`` rows after ``processed`` processed ones) to predict."""
         return slice(min(max(self.first - int(processed), 0), int(batch_rows)), int(batch_rows))
 
-    def add(self, residuals: torch.Tensor, predictive_variances: torch.Tensor) -> None:
-        """Record ``y − μ`` (n,) and the predictive variance of y (n,), noise included, of predicted rows."""
-        self.residuals.append(residuals.detach().reshape(-1).real.to(torch.float64).cpu())
-        self.variances.append(predictive_variances.detach().reshape(-1).real.to(torch.float64).cpu())
+    def add(self, residuals: torch.Tensor, predictive_variances: torch.Tensor, targets: torch.Tensor) -> None:
+        """Record ``y − μ`` (n,), the predictive variance of y (n,), noise included, and the targets y (n,) of
+        predicted rows (on the scale the filter fits)."""
+        for store, values in ((self.residuals, residuals), (self.variances, predictive_variances),
+                              (self.targets, targets)):
+            store.append(values.detach().reshape(-1).real.to(torch.float64).cpu())
+
+    def error_ratio(self) -> float | None:
+        """Mean squared residual of the recorded rows over their targets' variance about their own mean (None: fewer
+        than :data:`MIN_HELD_OUT_ROWS` rows, or constant targets). Predicting each row by the rows' mean scores 1; a
+        filter whose rounding has lost the data scores far above :data:`LOST_DATA_ERROR_RATIO`."""
+        if self.num_collected < MIN_HELD_OUT_ROWS:
+            return None
+        spread = float(torch.cat(self.targets).var(unbiased=False))
+        return float(torch.cat(self.residuals).square().mean()) / spread if spread > 0 else None
 
     @property
     def num_collected(self) -> int:
