@@ -16,6 +16,8 @@ from sklearn.utils.validation import check_is_fitted
 import tnbayes
 from tnbayes.models.registry import list_models, make_model
 
+#: TNKF's covariance, gain and innovation rank caps in the checks (the defaults are 32/24/24)
+_SMALL_CAPS = {"covariance": (1e-3, 8), "gain": (1e-3, 8), "innovation": (1e-3, 8)}
 # Small settings: scikit-learn's checks fit each estimator some sixty times on up to 200 rows × 10 columns.
 SMALL = [
     tnbayes.ExactGP(num_restarts=0, max_iter=10),
@@ -25,8 +27,8 @@ SMALL = [
     tnbayes.QTKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40),
     tnbayes.TKM(rank=2, num_basis=4, max_sweeps=2, hyper_max_points=40),
     tnbayes.FeatureLearningKM(rank=2, num_basis=4, max_sweeps=2),
-    tnbayes.TNKF(hyper_max_points=40),
-    tnbayes.TNKFClassifier(hyper_max_points=40),
+    tnbayes.TNKF(hyper_max_points=40, truncation=_SMALL_CAPS),
+    tnbayes.TNKFClassifier(hyper_max_points=40, truncation=_SMALL_CAPS),
     tnbayes.TTKalmanGP(hyper_max_points=40, max_num_basis=4, max_rank=4),
     tnbayes.RFFNet(max_epochs=5, num_features=16),
     tnbayes.SVGP(num_inducing=8, max_iter=5),

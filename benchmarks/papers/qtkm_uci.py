@@ -100,7 +100,7 @@ def _summary(rows: list[dict]) -> list[str]:
              "TKM / QTKM NLPD | TKM / QTKM 95% coverage |", "|---|---|---|---|---|---|---|---|---|"]
     wins = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
-        for tkm_rank in TKM_RANKS:
+        for tkm_rank in sorted({int(r["rank"]) for r in rows if r["dataset"] == name and r["model"] == "TKM"}):
             tkm = [r for r in rows if r["dataset"] == name and r["model"] == "TKM" and r["rank"] == tkm_rank]
             qtkm = [r for r in rows if r["dataset"] == name and r["model"] == "QTKM" and r["rank"] == 2 * tkm_rank]
             if not tkm:

@@ -90,17 +90,19 @@ def test_prequential_residuals_collect_exactly_the_last_rows():
     assert collector.num_collected == 500 - first
     assert collector.noise_variance(0.1) == pytest.approx(0.1)  # zero residuals: nothing added
     assert PrequentialResiduals(100).noise_variance(0.1) is None  # 20 rows: too few
-    assert collector.error_ratio() is None  # constant targets: no spread to compare with
+    assert collector.error_ratio() is None  # every target 0: the prior is exact, nothing to compare with
 
 
-def test_error_ratio_is_the_mean_squared_residual_over_the_targets_variance():
+def test_error_ratio_is_the_mean_squared_residual_over_the_priors():
     rng = np.random.default_rng(5)
     residuals, targets = rng.standard_normal(100), 3.0 + 2.0 * rng.standard_normal(100)
     collector = PrequentialResiduals(500)
     for part in (slice(0, 40), slice(40, 100)):
         collector.add(torch.from_numpy(residuals[part]), torch.ones(part.stop - part.start),
                       torch.from_numpy(targets[part]))
-    assert collector.error_ratio() == pytest.approx(np.mean(residuals**2) / np.var(targets), rel=1e-12)
+    assert collector.error_ratio() == pytest.approx(np.mean(residuals**2) / np.mean(targets**2), rel=1e-12)
+    collector.add(torch.tensor([math.nan]), torch.ones(1), torch.ones(1))
+    assert math.isnan(collector.error_ratio())  # a mean that overflowed: not ≤ any bound
     few = PrequentialResiduals(500)
     few.add(torch.ones(MIN_HELD_OUT_ROWS - 1), torch.ones(MIN_HELD_OUT_ROWS - 1), torch.randn(MIN_HELD_OUT_ROWS - 1))
     assert few.error_ratio() is None
@@ -159,29 +161,31 @@ def test_kalman_filters_add_the_variance_their_last_rows_call_for(model_class):
     assert math.isfinite(nlpd_held) and nlpd_held <= nlpd_training + 1e-9
 
 
-def _shifted_stream(n: int = 300, shift: float = 6.0):
-    """A smooth 2-input function whose last 20% of rows (in the given order) are shifted by ``shift``: a filter that
-    learnt the first rows predicts the last ones far worse than their mean — what a filter that has lost its data
-    does (the real case, a rank-5 TTKalmanGP over 20 000 airline rows, takes minutes; see docs/models/tt_kalman.md)."""
+def _flipped_stream(n: int = 300, flip: bool = True):
+    """A smooth 2-input function of mean about 0 whose last 20% of rows (in the given order) have y replaced by −y/2
+    (``flip``): a filter that learnt the first rows predicts y where −y/2 comes, with up to nine times its prior's mean
+    squared error (1.5² / 0.5²), as a filter whose state lost the data predicts worse than its prior (the case
+    measured in docs/benchmarks.md, TTKalmanGP at rank 5 over 20 000 airline rows, is too slow for a test)."""
     rng = np.random.default_rng(6)
     X = rng.uniform(-1, 1, (n, 2))
     y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.05 * rng.standard_normal(n)
-    y[int(0.8 * n):] += shift
+    if flip:
+        y[int(0.8 * n):] *= -0.5
     return X, y
 
 
 @pytest.mark.parametrize("model_class", [tnbayes.TTKalmanGP, tnbayes.TNKF])
-def test_kalman_filters_warn_when_their_last_rows_are_predicted_worse_than_their_mean(model_class):
+def test_kalman_filters_warn_when_their_last_rows_are_predicted_worse_than_by_their_prior(model_class):
     settings = ({"time_budget": None, "max_rank": 4, "smoothing": "none", "max_num_basis": 8}
                 if model_class is tnbayes.TTKalmanGP else {"time_budget": None, "stream_order": "given"})
     # TNKF streams the rows in the given order; TTKalmanGP shuffles within a chunk and filters the chunks in order
     data = (lambda X, y: (X, y)) if model_class is tnbayes.TNKF else \
         (lambda X, y: (ChunkedData.from_arrays(X, y, 60),))
     with pytest.warns(RuntimeWarning, match="has lost the data") as caught:
-        model = model_class(**settings).fit(*data(*_shifted_stream()))
+        model = model_class(**settings).fit(*data(*_flipped_stream()))
     lost = [str(w.message) for w in caught if "lost the data" in str(w.message)]
     assert len(lost) == 1 and f"last {round(HELD_OUT_FRACTION * 300)} rows" in lost[0]
     assert any("lost the data" in line for line in model.fit_report_)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        model_class(**settings).fit(*data(*_shifted_stream(shift=0.0)))
+        model_class(**settings).fit(*data(*_flipped_stream(flip=False)))

@@ -34,8 +34,8 @@ class KalmanModelMixin:
     _budget_given_instead: ClassVar[str] = ""
     #: the report's remark when the first candidate of the ladder fits the budget
     _budget_first_fits: ClassVar[str] = "the first choice fits"
-    #: what to change when the filter has lost the data (the warning of :meth:`_store_noise`)
-    _lost_data_advice: ClassVar[str] = ""
+    #: what to change when the filter has lost the data (the warning of :meth:`_store_noise`; None: no check)
+    _lost_data_advice: ClassVar[str | None] = None
 
     def _budget_settings_text(self, settings: Mapping[str, Any]) -> str:
         """How the report names budgeted settings (e.g. ``"M = 8, TT rank cap 6, batches of 8"``)."""
@@ -78,20 +78,20 @@ class KalmanModelMixin:
         """Set ``held_out_noise_variance_`` (None without a hold-out) and the predictive ``noise_variance_``: the
         filter's ``measurement_noise_``, or what the prequential hold-out of the last rows calls for. Warns
         (``RuntimeWarning``, also in ``fit_report_``) when those rows were predicted worse than
-        :data:`~tnbayes.selection.calibration.LOST_DATA_ERROR_RATIO` times their variance."""
+        :data:`~tnbayes.selection.calibration.LOST_DATA_ERROR_RATIO` times as badly as by the filter's prior."""
         self.held_out_noise_variance_ = (None if held_out is None
                                          else held_out.noise_variance(self.measurement_noise_))
         self.noise_variance_ = (self.measurement_noise_ if self.held_out_noise_variance_ is None
                                 else self.held_out_noise_variance_)
         if self.held_out_noise_variance_ is not None:
             self._report(held_out.describe(self.measurement_noise_))
-        ratio = None if held_out is None else held_out.error_ratio()
-        if ratio is not None and ratio > LOST_DATA_ERROR_RATIO:
+        ratio = None if held_out is None or self._lost_data_advice is None else held_out.error_ratio()
+        if ratio is not None and not ratio <= LOST_DATA_ERROR_RATIO:  # NaN too
             message = (f"{type(self).__name__}: the filter predicted its last {held_out.num_collected} rows, each "
-                       f"before it was processed, with a mean squared error {ratio:.3g} times their variance "
-                       f"(predicting their mean scores 1): its state has lost the data, and its predictions are not "
-                       f"to be trusted. Rounding at the rank caps loses more over many rows than the rows restore, "
-                       f"or the last rows are unlike the first; {self._lost_data_advice}")
+                       f"before it was processed, with a mean squared error {ratio:.3g} times that of its prior "
+                       f"(which predicts the training mean): its state has lost the data, and its predictions are "
+                       f"not to be trusted. Either rounding at the rank caps lost more over many rows than the rows "
+                       f"restored, or the last rows are unlike the first (shuffle them); {self._lost_data_advice}")
             self._report(message)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
 

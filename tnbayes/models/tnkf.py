@@ -151,11 +151,11 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
-        state before them (their kernel rows without their own entry, as a new input's: a prequential hold-out that
-        costs no refit and loses no row), and the predictive noise is R plus the extra variance their errors call for
-        (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance
-        ``k(x)ᵀ P k(x)`` is not a GP posterior variance, and a truncated filter predicts worse than the exact GP
-        whose σ² it borrowed. ``"training"``: the predictive noise is R.
+        state before them (their kernel rows without their own entry: a prequential hold-out, no refit, no row
+        lost), and the predictive noise is R plus the extra variance their errors call for
+        (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance ``k(x)ᵀ P k(x)``
+        is not a GP posterior variance, and a truncated filter predicts worse than the exact GP whose σ² it borrowed;
+        those rows predicted worse than by the prior (``LOST_DATA_ERROR_RATIO``) give a warning. ``"training"``: R.
     order : {"auto", "given", "sorted", "pca", "tree"}
         Order of α's entries, i.e. of the columns of every kernel row before it is tensorised.
         ``"sorted"`` sorts 1-D inputs; ``"pca"`` sorts by the first principal component; ``"tree"``
@@ -452,7 +452,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         return rules, plan.rows
 
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
-    _lost_data_advice = "raise the 'mean' and 'covariance' rank caps of truncation, or stream fewer rows (max_rows)."
+    _lost_data_advice = "stream fewer rows (max_rows, or the default time_budget), or raise truncation's rank caps."
     _budget_first_fits = "the default caps fit"
 
     def _caps_text(self, settings: Mapping[str, Any]) -> str:

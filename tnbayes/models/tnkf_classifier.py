@@ -78,6 +78,8 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
     CV_GAMMAS = (0.1, 1.0, 10.0, 100.0)
 
     _auto_block_size = 1
+    #: no lost-data check: the targets are class codes, whose decision values may overshoot while their signs are right
+    _lost_data_advice = None
 
     def __init__(self, kernel: str = "se", nu: float = 2.5, *, normalize_y: bool = False,
                  hyperparameter_search: str = "marginal_likelihood", cv_folds: int = 5, **kwargs: Any) -> None:

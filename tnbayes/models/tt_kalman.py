@@ -168,7 +168,9 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         state before them (a prequential hold-out that costs no refit and loses no row), and the predictive
         noise is the marginal-likelihood σ² plus the extra variance their errors call for
         (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): a truncated filter or a small M
-        predicts worse than the exact GP whose σ² it borrowed. ``"training"``: the predictive noise is that σ².
+        predicts worse than the exact GP whose σ² it borrowed; when those rows are predicted worse than by the prior
+        (:data:`~tnbayes.selection.calibration.LOST_DATA_ERROR_RATIO`), the fit warns that the filter has lost the
+        data. ``"training"``: the predictive noise is that σ².
     hyper_max_points : int
         Subsample size of the marginal-likelihood fit.
     seed : int
@@ -252,7 +254,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
     supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
     _renamed_parameters = {"forgetting": "forgetting_factor"}
     _budget_given_instead = "lengthscale, outputscale and noise_variance"
-    _lost_data_advice = "raise max_rank, or keep the default smoothing='als', which re-solves the mean from every row."
+    _lost_data_advice = ("keep the default time_budget and smoothing='als' (the filter streams fewer rows, the "
+                         "smoothing sweeps them all), stream fewer rows (max_rows), or raise max_rank.")
 
     def __init__(self, kernel: str = "se", nu: float | None = None, *,
                  basis: str | TensorProductFeatures = "hilbert", num_basis: int | None = None,
@@ -407,7 +410,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                 if wanted.stop > wanted.start:  # predict the last rows before the filter sees them
                     held_phi = phi[:, wanted]
                     held_out.add(batch_y[wanted] - self.mean_constant_ - kalman.predict_mean(held_phi),
-                                 kalman.predict_variance(held_phi) + self.measurement_noise_, batch_y[wanted])
+                                 kalman.predict_variance(held_phi) + self.measurement_noise_,
+                                 batch_y[wanted] - self.mean_constant_)
                 kalman.update(phi, batch_y - self.mean_constant_, self.measurement_noise_)
                 used += batch_y.shape[0]
                 trace = kalman.covariance_trace()

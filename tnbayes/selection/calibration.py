@@ -35,8 +35,8 @@ HELD_OUT_FRACTION = 0.2
 #: fewer held-out rows than this give no estimate (the relative standard error of a variance from n residuals is
 #: √(2/n): 26% at 30 rows)
 MIN_HELD_OUT_ROWS = 30
-#: a sequential filter whose predictions of its last rows have a mean squared error above this multiple of those
-#: rows' variance (predicting their own mean scores 1) has lost the data: :meth:`PrequentialResiduals.error_ratio`
+#: a sequential filter whose predictions of its last rows have a mean squared error above this multiple of its prior's
+#: (which predicts 0 on the filter's centred scale) has lost the data: :meth:`PrequentialResiduals.error_ratio`
 LOST_DATA_ERROR_RATIO = 2.0
 
 
@@ -47,8 +47,8 @@ def check_noise_estimate(value: str) -> None:
 
 
 class PrequentialResiduals:
-    """Residuals and predictive variances of the last rows a sequential filter processes, each predicted from the
-    state before the filter saw it (a hold-out that needs no refit and loses no row).
+    """Residuals, predictive variances and targets of the last rows a sequential filter processes, each predicted
+    from the state before the filter saw it (a hold-out that needs no refit and loses no row).
 
     Parameters
     ----------
@@ -70,19 +70,20 @@ class PrequentialResiduals:
 
     def add(self, residuals: torch.Tensor, predictive_variances: torch.Tensor, targets: torch.Tensor) -> None:
         """Record ``y − μ`` (n,), the predictive variance of y (n,), noise included, and the targets y (n,) of
-        predicted rows (on the scale the filter fits)."""
+        predicted rows, on the centred scale the filter fits (its prior predicts 0)."""
         for store, values in ((self.residuals, residuals), (self.variances, predictive_variances),
                               (self.targets, targets)):
             store.append(values.detach().reshape(-1).real.to(torch.float64).cpu())
 
     def error_ratio(self) -> float | None:
-        """Mean squared residual of the recorded rows over their targets' variance about their own mean (None: fewer
-        than :data:`MIN_HELD_OUT_ROWS` rows, or constant targets). Predicting each row by the rows' mean scores 1; a
-        filter whose rounding has lost the data scores far above :data:`LOST_DATA_ERROR_RATIO`."""
+        """Mean squared residual of the recorded rows over their mean squared target: the filter's error against its
+        prior's, which predicts 0 (None: fewer than :data:`MIN_HELD_OUT_ROWS` rows, or every target 0). A filter
+        that learnt from its rows scores below 1, one that extrapolates reverts towards its prior and about 1, one
+        whose state has lost the data far above :data:`LOST_DATA_ERROR_RATIO` (NaN when its mean overflowed)."""
         if self.num_collected < MIN_HELD_OUT_ROWS:
             return None
-        spread = float(torch.cat(self.targets).var(unbiased=False))
-        return float(torch.cat(self.residuals).square().mean()) / spread if spread > 0 else None
+        prior_error = float(torch.cat(self.targets).square().mean())
+        return float(torch.cat(self.residuals).square().mean()) / prior_error if prior_error > 0 else None
 
     @property
     def num_collected(self) -> int:
