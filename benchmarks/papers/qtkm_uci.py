@@ -89,8 +89,8 @@ def _run(name: str, splits: int, done: list[dict], rows: list[dict], on_split,
 
     if todo:
         # test inputs outside the training range are allowed up to P/2 (checked by the model)
-        compare(_models(tkm_ranks), [name], todo, load=lambda dataset, k: random_split(dataset, k, 0.1), columns=_columns,
-                progress=False, on_split=split_done)
+        compare(_models(tkm_ranks), [name], todo, load=lambda dataset, k: random_split(dataset, k, 0.1),
+                columns=_columns, progress=False, on_split=split_done)
     mine = [r for r in rows if r["dataset"] == name]
     rows[len(rows) - len(mine):] = sorted(mine, key=lambda r: int(r["split"]))  # split order, as run in one go
 
@@ -100,11 +100,9 @@ def _summary(rows: list[dict]) -> list[str]:
              "TKM / QTKM NLPD | TKM / QTKM 95% coverage |", "|---|---|---|---|---|---|---|---|---|"]
     wins = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
-        for tkm_rank in sorted({int(r["rank"]) for r in rows if r["dataset"] == name and r["model"] == "TKM"}):
+        for tkm_rank in sorted({r["rank"] for r in rows if r["dataset"] == name and r["model"] == "TKM"}):
             tkm = [r for r in rows if r["dataset"] == name and r["model"] == "TKM" and r["rank"] == tkm_rank]
             qtkm = [r for r in rows if r["dataset"] == name and r["model"] == "QTKM" and r["rank"] == 2 * tkm_rank]
-            if not tkm:
-                continue
             a, b = np.array([r["mse"] for r in tkm]), np.array([r["mse"] for r in qtkm])
             n = len(a)
             better = int(np.sum(b <= a))

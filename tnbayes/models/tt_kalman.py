@@ -406,13 +406,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
             for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
                 kalman.forget(float(self.forgetting_factor))
                 phi = self._features(batch_X)  # (K, B, M)
+                centred = batch_y - self.mean_constant_
                 wanted = held_out.wanted(used, batch_y.shape[0]) if held_out is not None else slice(0, 0)
                 if wanted.stop > wanted.start:  # predict the last rows before the filter sees them
                     held_phi = phi[:, wanted]
-                    held_out.add(batch_y[wanted] - self.mean_constant_ - kalman.predict_mean(held_phi),
-                                 kalman.predict_variance(held_phi) + self.measurement_noise_,
-                                 batch_y[wanted] - self.mean_constant_)
-                kalman.update(phi, batch_y - self.mean_constant_, self.measurement_noise_)
+                    held_out.add(centred[wanted] - kalman.predict_mean(held_phi),
+                                 kalman.predict_variance(held_phi) + self.measurement_noise_, centred[wanted])
+                kalman.update(phi, centred, self.measurement_noise_)
                 used += batch_y.shape[0]
                 trace = kalman.covariance_trace()
                 self.rank_history_.append((max(kalman.mean.ranks), max(kalman.correction.ranks)))
