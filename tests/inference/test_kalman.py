@@ -186,6 +186,30 @@ def test_rank_capped_batch_update_stays_within_its_cap_and_psd():
     assert float(torch.linalg.eigvalsh(L @ L.T).min()) >= -1e-12
 
 
+def test_batch_update_rounds_the_mean_in_the_prior_coordinates():
+    """With a tolerance that binds, the rounded mean m misses the dense filter's by at most tol·‖L₀⁻¹m‖ in the
+    prior's coordinates, ‖L₀⁻¹(m − m_dense)‖ — where rounding m in its own coordinates (the same tolerance) misses by
+    far more: its error lands on the weights of small prior variance, which later rows cannot correct."""
+    g = torch.Generator().manual_seed(11)
+    D, M, noise, tol = 3, 5, 0.01, 0.3
+    prior_root = (10.0 ** -torch.arange(M, dtype=torch.float64)).repeat(D, 1)  # prior sd 1 … 1e-4 per factor
+    whiten = _kron_rows(prior_root.unsqueeze(1))[0]  # diagonal of L₀ (M^D,)
+    start = TTVector([torch.randn(1 if k == 0 else 4, M, 1 if k == D - 1 else 4, generator=g, dtype=torch.float64)
+                      for k in range(D)])
+    start = TTVector([core * w.reshape(1, -1, 1) for core, w in zip(start.cores, prior_root)])  # a mean the prior allows
+    phi = torch.randn(D, 1, M, generator=g, dtype=torch.float64)
+    target = torch.randn(1, generator=g, dtype=torch.float64)
+    dense = DenseKalmanFilter(start.to_dense(), torch.diag(whiten ** 2))
+    dense.update(_kron_rows(phi)[0], float(target), noise)
+    mean, _ = kalman_batch_update(start, prior_root, None, phi, target, noise, tol=tol)
+    assert max(mean.ranks) < max(start.ranks) + 1  # the tolerance binds
+    prior_norm = float(torch.linalg.vector_norm(dense.mean / whiten))
+    missed = float(torch.linalg.vector_norm((mean.to_dense() - dense.mean) / whiten))
+    assert missed <= tol * prior_norm * (1 + 1e-9)
+    own_coordinates = TTVector.from_dense(dense.mean, (M,) * D).round(tol)
+    assert float(torch.linalg.vector_norm((own_coordinates.to_dense() - dense.mean) / whiten)) > 2 * tol * prior_norm
+
+
 def test_kalman_batch_update_keeps_its_old_import_path():
     from tnbayes.models.tt_kalman import kalman_batch_update as old
 

@@ -111,7 +111,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         when it is predicted to save at least :data:`~tnbayes.inference.budget.BATCH_SIZE_SAVING` of it.
     tol : float
         Relative TT-rounding tolerance after every update (0: exact up to round-off; ranks then grow to
-        the full ones).
+        the full ones). The mean is rounded in the prior's coordinates ``L₀⁻¹m`` (each weight over its prior
+        standard deviation, see :mod:`tnbayes.inference.kalman.tt_batch`).
     max_rank : int, "auto" or None
         Cap of the TT ranks of the mean and of the covariance correction C after rounding (the root
         L = L₀ − C then has rank ≤ max_rank + 1). ``"auto"`` (default): 10, or with ``time_budget`` the largest

@@ -17,6 +17,15 @@ and C are rounded (relative tolerance, optional maximum rank; with a maximum ran
 rounded by a randomized sketch without forming the outer products). The prior is never truncated, and any C keeps
 P = L Lᵀ positive semi-definite.
 
+The mean is rounded in the prior's coordinates ``z = L₀⁻¹ m`` (a mode-wise scaling, ranks unchanged; the norm of z
+is the fitted function's norm in the RKHS of the basis's reduced-rank kernel, and these are the coordinates of the
+ALS smoothing): the rounding error then falls on the weights in proportion to their prior standard deviations. Rounded in m's own coordinates, an error of
+``tol·‖m‖`` (or what a rank cap discards) spreads over every weight alike, and the weights of small prior variance —
+the high frequencies, whose basis functions are as large as the others' — cannot take it back: the filter's gain
+there is as small as their prior variance, so later rows correct almost none of it, and over many rows the
+errors add up until the mean no longer fits the data. (The update vectors ``u_i = L a_i`` that the mean adds are
+rounded in the weights' own coordinates, as before.)
+
 :func:`kalman_batch_update` is one such update; :class:`TTBatchKalmanFilter` holds the state (m, L₀'s diagonals,
 C) across batches, with forgetting and the predictive mean and variance of rank-one rows.
 """
@@ -61,6 +70,15 @@ def _weighted_sum(vectors: list[TTVector], weights: torch.Tensor, tol: float, ma
 def _scaled(x: TTVector, prior_root: torch.Tensor) -> TTVector:
     """``L₀ x`` (a mode-wise scaling: ranks unchanged)."""
     return TTVector([core * w.reshape(1, -1, 1) for core, w in zip(x.cores, prior_root)])
+
+
+def _whitening_scale(prior_root: torch.Tensor) -> torch.Tensor:
+    """``|prior_root|`` (D, M) floored at eps times each factor's largest entry: the diagonals of the map
+    ``z ↦ L₀ z`` in which the mean is rounded, up to signs (a weight whose prior standard deviation is below that
+    floor is rounded as if it had the floor's, never divided by zero)."""
+    magnitude = prior_root.abs()
+    floor = magnitude.amax(dim=1, keepdim=True) * torch.finfo(prior_root.dtype).eps
+    return magnitude.clamp_min(floor).clamp_min(torch.finfo(prior_root.dtype).tiny)
 
 
 def _combinations(vectors: list[TTVector], weights: torch.Tensor, tol: float,
@@ -140,7 +158,8 @@ def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TT
     noise_variance : float
         σ².
     tol : float
-        Relative rounding tolerance of the updated mean and correction (0: exact up to round-off).
+        Relative rounding tolerance of the updated mean (of its prior coordinates ``L₀⁻¹m``, see the module
+        docstring) and of the correction (0: exact up to round-off).
     max_rank : int, optional
         Cap of the ranks. When given, the update ``C + Σ_i u_i c_iᵀ`` is rounded by
         :func:`~tnbayes.tensors.randomized_round_sum` (the outer products, of rank r_u·r_c each, are never
@@ -176,7 +195,11 @@ def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TT
             else:
                 u = (u - correction.matvec(a)).round(tol)
         updates.append(u)
-    mean = (mean + _weighted_sum(updates, gains, tol, max_rank, generator)).round(tol, max_rank)
+    # the mean is rounded in the prior's coordinates z = L₀⁻¹m (see the module docstring)
+    scale = _whitening_scale(prior_root)
+    whitened = _scaled(mean, 1.0 / scale) + _weighted_sum([_scaled(u, 1.0 / scale) for u in updates], gains, tol,
+                                                          max_rank, generator)
+    mean = _scaled(whitened.round(tol, max_rank), scale)
     W = root_factors(gram, noise_variance)
     combined = _combinations(projected, W, tol, max_rank)
     # L_new = L − Σ_i u_i c_iᵀ  ⇔  C_new = C + Σ_i u_i c_iᵀ
