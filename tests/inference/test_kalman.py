@@ -195,8 +195,7 @@ def test_batch_update_rounds_the_mean_in_the_prior_coordinates():
     prior_root = (10.0 ** -torch.arange(M, dtype=torch.float64)).repeat(D, 1)  # prior sd 1 … 1e-4 per factor
     whiten = _kron_rows(prior_root.unsqueeze(1))[0]  # diagonal of L₀ (M^D,)
     start = TTVector([torch.randn(1 if k == 0 else 4, M, 1 if k == D - 1 else 4, generator=g, dtype=torch.float64)
-                      for k in range(D)])
-    start = TTVector([core * w.reshape(1, -1, 1) for core, w in zip(start.cores, prior_root)])  # a mean the prior allows
+                      * w.reshape(1, -1, 1) for k, w in enumerate(prior_root)])  # a mean the prior allows
     phi = torch.randn(D, 1, M, generator=g, dtype=torch.float64)
     target = torch.randn(1, generator=g, dtype=torch.float64)
     dense = DenseKalmanFilter(start.to_dense(), torch.diag(whiten ** 2))

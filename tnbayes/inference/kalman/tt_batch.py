@@ -19,11 +19,11 @@ P = L Lᵀ positive semi-definite.
 
 The mean is rounded in the prior's coordinates ``z = L₀⁻¹ m`` (a mode-wise scaling, ranks unchanged; the norm of z
 is the fitted function's norm in the RKHS of the basis's reduced-rank kernel, and these are the coordinates of the
-ALS smoothing): the rounding error then falls on the weights in proportion to their prior standard deviations. Rounded in m's own coordinates, an error of
-``tol·‖m‖`` (or what a rank cap discards) spreads over every weight alike, and the weights of small prior variance —
-the high frequencies, whose basis functions are as large as the others' — cannot take it back: the filter's gain
-there is as small as their prior variance, so later rows correct almost none of it, and over many rows the
-errors add up until the mean no longer fits the data. (The update vectors ``u_i = L a_i`` that the mean adds are
+ALS smoothing): the rounding error then falls on the weights in proportion to their prior standard deviations.
+Rounded in m's own coordinates, an error of ``tol·‖m‖`` (or what a rank cap discards) spreads over every weight
+alike, and the weights of small prior variance — the high frequencies, whose basis functions are as large as the
+others' — cannot take it back: the filter's gain there is as small as their prior variance, so later rows correct
+almost none of it, and over many rows the errors add up until the mean no longer fits the data. (The update vectors ``u_i = L a_i`` that the mean adds are
 rounded in the weights' own coordinates, as before.)
 
 :func:`kalman_batch_update` is one such update; :class:`TTBatchKalmanFilter` holds the state (m, L₀'s diagonals,
@@ -197,9 +197,9 @@ def kalman_batch_update(mean: TTVector, prior_root: torch.Tensor, correction: TT
         updates.append(u)
     # the mean is rounded in the prior's coordinates z = L₀⁻¹m (see the module docstring)
     scale = _whitening_scale(prior_root)
-    whitened = _scaled(mean, 1.0 / scale) + _weighted_sum([_scaled(u, 1.0 / scale) for u in updates], gains, tol,
-                                                          max_rank, generator)
-    mean = _scaled(whitened.round(tol, max_rank), scale)
+    inverse = 1.0 / scale
+    step = _weighted_sum([_scaled(u, inverse) for u in updates], gains, tol, max_rank, generator)
+    mean = _scaled((_scaled(mean, inverse) + step).round(tol, max_rank), scale)
     W = root_factors(gram, noise_variance)
     combined = _combinations(projected, W, tol, max_rank)
     # L_new = L − Σ_i u_i c_iᵀ  ⇔  C_new = C + Σ_i u_i c_iᵀ
