@@ -137,3 +137,36 @@ def test_bayesian_ridge_posterior_is_the_weight_posterior_at_its_variances():
     torch.testing.assert_close(covariance, weight_covariance(chol, post.noise_variance), rtol=1e-9, atol=1e-12)
     nll = float(neg_log_marginal_likelihood(ones, *hyper, _statistics(Phi, y))) * 60
     assert post.log_marginal_likelihood == pytest.approx(-nll, rel=1e-10)
+
+
+def test_bayesian_ridge_with_duplicated_features_is_the_model_on_the_distinct_ones():
+    """[Z, Z] w with w ~ N(0, σ_w² I) is Z u with u ~ N(0, 2σ_w² I): the same evidence, noise and predictions,
+    though ZᵀZ of the duplicated features is singular (its null directions must carry no data)."""
+    rng = np.random.default_rng(8)
+    Z = torch.tensor(rng.standard_normal((120, 15)) / 3)
+    y = Z @ torch.tensor(rng.standard_normal(15)) + 0.2 * torch.tensor(rng.standard_normal(120))
+    twice = torch.cat([Z, Z], dim=1)
+    single = bayesian_ridge(Z.T @ Z, Z.T @ y, float(y @ y), 120)
+    double = bayesian_ridge(twice.T @ twice, twice.T @ y, float(y @ y), 120)
+    assert double.noise_variance == pytest.approx(single.noise_variance, rel=1e-8)
+    assert 2 * double.prior_variance == pytest.approx(single.prior_variance, rel=1e-8)
+    assert double.log_marginal_likelihood == pytest.approx(single.log_marginal_likelihood, rel=1e-8)
+    torch.testing.assert_close(twice @ double.mean, Z @ single.mean, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [40, 150])
+def test_bayesian_ridge_on_exactly_fitted_targets_stays_finite(n):
+    """y = Z w without noise, Z of 60 features of which the last 10 repeat others (ZᵀZ singular), 40 or 150 rows.
+    MacKay's fixed point drives σ² to the round-off of ‖y − Zm‖² and must stop there, with a finite prior variance
+    and a mean that reproduces y (before the round-off floors, the round-off in Zᵀy along the null directions of ZᵀZ
+    grew the mean without bound: α → 0 and a division by zero)."""
+    rng = np.random.default_rng(9)
+    distinct = torch.tensor(rng.standard_normal((n, 50)) / 4)
+    Z = torch.cat([distinct, distinct[:, :10]], dim=1)
+    y = Z @ torch.tensor(rng.standard_normal(60))
+    post = bayesian_ridge(Z.T @ Z, Z.T @ y, float(y @ y), n)
+    assert math.isfinite(post.prior_variance) and 0 < post.prior_variance < 1e3
+    # σ² → 0 (with 40 rows as slowly as n − γ → 0: the iteration cap ends it)
+    assert math.isfinite(post.log_marginal_likelihood) and 0 < post.noise_variance < 1e-6 * float(y.var())
+    assert bool(torch.isfinite(post.covariance_eigenvalues).all()) and float(post.covariance_eigenvalues.min()) > 0
+    assert float(torch.linalg.vector_norm(Z @ post.mean - y)) < 1e-3 * float(torch.linalg.vector_norm(y))

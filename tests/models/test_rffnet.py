@@ -3,6 +3,8 @@
 The engines have their own tests: tests/basis/test_random_fourier.py (the features),
 tests/inference/test_proximal_adam.py (the training), tests/inference/test_weight_space.py (the last layer)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -53,6 +55,47 @@ def test_fit_recovers_relevant_inputs_and_is_calibrated():
     network = np.sqrt(np.mean((model.predict_network(Xte) - yte) ** 2))
     assert network < 0.3
     assert model.best_epoch_ < model.epochs_ and len(model.validation_losses_) == model.epochs_
+
+
+def _sine(seed, n=330):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, 1))
+    return X, np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4, 5])
+def test_a_fit_that_predicts_the_mean_says_so_and_what_to_do(seed):
+    """30 rows of a 1-D sine: an epoch is one Adam step, early stopping on the 3-row validation split ends training
+    with λ near 0, and the last layer's marginal likelihood finds no signal — RFFNet() predicts the mean. It must
+    warn, and the remedy it names must work. Reference: scikit-learn's GaussianProcessRegressor on the same rows."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    X, y = _sine(seed)
+    X_train, y_train, X_test, y_test = X[:30], y[:30], X[30:], y[30:]
+    with pytest.warns(ConvergenceWarning, match=r"explains 0\.0% of the variance of y.*initial_relevance=1\.0"):
+        model = tnbayes.RFFNet().fit(X_train, y_train)
+    assert tnbayes.metrics.evaluate(model.posterior(X_test), y_test)["rmse"] > 0.95 * y_test.std()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        remedy = tnbayes.RFFNet(initial_relevance=1.0).fit(X_train, y_train)
+    rmse = tnbayes.metrics.evaluate(remedy.posterior(X_test), y_test)["rmse"]
+    gpr = GaussianProcessRegressor(ConstantKernel() * RBF() + WhiteKernel(), normalize_y=True, random_state=0)
+    reference = float(np.sqrt(np.mean((gpr.fit(X_train, y_train).predict(X_test) - y_test) ** 2)))
+    assert rmse < 2 * reference and rmse < 0.3 * y_test.std()
+
+
+def test_classifier_with_constant_features_warns_and_a_fitted_regressor_does_not():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _sine(0)
+    with pytest.warns(ConvergenceWarning, match="nearly constant over the training inputs"):
+        tnbayes.RFFNetClassifier().fit(X[:30], y[:30] > 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        tnbayes.RFFNetClassifier(initial_relevance=1.0).fit(X[:30], y[:30] > 0)
+        tnbayes.RFFNet().fit(X[:200], y[:200])
 
 
 def test_plot_relevances_draws_the_scaled_or_raw_relevances():

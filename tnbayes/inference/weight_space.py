@@ -288,6 +288,20 @@ class BayesianRidgePosterior:
     iterations: int
 
 
+#: multiple of eps·(yᵀy + 2|mᵀZᵀy| + mᵀZᵀZm) below which ‖y − Zm‖² from the sufficient statistics is round-off
+RSS_ROUNDOFF = 64.0
+
+
+def _residual_sum_of_squares(yy: float, q: torch.Tensor, e: torch.Tensor, mean: torch.Tensor) -> float:
+    """‖y − Zm‖² = yᵀy − 2 mᵀZᵀy + mᵀZᵀZm in the eigenbasis (q = Vᵀ Zᵀy, e the eigenvalues, m the mean there),
+    floored at its round-off: the three terms nearly cancel when Z fits y almost exactly (noiseless targets), and
+    below RSS_ROUNDOFF · eps times their size the difference is not resolved (an unfloored value there can be 0 or
+    negative, and MacKay's σ² = rss/(n − γ) then sends the noise precision to infinity)."""
+    cross, fitted = float(mean @ q), float((e * mean * mean).sum())
+    floor = RSS_ROUNDOFF * torch.finfo(torch.float64).eps * (abs(yy) + 2.0 * abs(cross) + fitted)
+    return max(yy - 2.0 * cross + fitted, floor, 1e-300)
+
+
 def bayesian_ridge(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: int, *,
                    max_iter: int = 500, tol: float = 1e-10) -> BayesianRidgePosterior:
     """Bayesian linear regression y = Zβ + ε, β ~ N(0, I/α), ε ~ N(0, σ²) with α and σ² by evidence maximisation.
@@ -315,9 +329,12 @@ def bayesian_ridge(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: i
     BayesianRidgePosterior
     """
     eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    e = eigenvalues.clamp_min(0.0)
-    q = eigenvectors.T @ projection
-    s = e.shape[0]
+    s = eigenvalues.shape[0]
+    # directions of ZᵀZ below its round-off carry no data (Zv = 0, so vᵀZᵀy = 0 but for round-off): zeroed, or when
+    # Z fits y exactly the fixed point sends α → 0 while the mean grows along them as (vᵀZᵀy)/e
+    resolved = eigenvalues > s * torch.finfo(eigenvalues.dtype).eps * eigenvalues.abs().max()
+    e = torch.where(resolved, eigenvalues, 0.0)
+    q = torch.where(resolved, eigenvectors.T @ projection, 0.0)
     noise_precision = n / max(yy, 1e-300)  # 1/var(y) for centred y
     prior_precision = 1.0
     iterations = 0
@@ -325,7 +342,7 @@ def bayesian_ridge(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: i
         shrunk = noise_precision * e + prior_precision
         mean = noise_precision * q / shrunk
         gamma = float((noise_precision * e / shrunk).sum())
-        rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 1e-300 * max(yy, 1.0))
+        rss = _residual_sum_of_squares(yy, q, e, mean)
         new_prior = gamma / max(float(mean @ mean), 1e-300)
         new_noise = max(n - gamma, 1e-12) / rss
         change = max(abs(new_prior - prior_precision) / prior_precision,
@@ -335,7 +352,7 @@ def bayesian_ridge(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: i
             break
     shrunk = noise_precision * e + prior_precision
     mean = noise_precision * q / shrunk
-    rss = max(yy - 2.0 * float(mean @ q) + float((e * mean * mean).sum()), 0.0)
+    rss = _residual_sum_of_squares(yy, q, e, mean)
     log_evidence = 0.5 * (s * math.log(prior_precision) + n * math.log(noise_precision)
                           - noise_precision * rss - prior_precision * float(mean @ mean)
                           - float(torch.log(shrunk).sum()) - n * math.log(2 * math.pi))

@@ -16,10 +16,12 @@ cross-entropy.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_feature_names, check_inputs
@@ -43,6 +45,12 @@ __all__ = ["RFFNetModule", "RFFNet", "RFFNetClassifier", "TrainingLog", "train_b
            "default_num_features", "bayesian_last_layer"]
 
 LAST_LAYER_MEANS = ("bayes", "trained")
+#: a regressor whose last-layer mean explains less than this share of yᵀy (standardised y) warns: it predicts about
+#: the mean of y
+MEAN_ONLY_EXPLAINED = 0.01
+#: a classifier whose features' phases move less than this across the training inputs (max_j |λ_j|·range of x_j,
+#: radians per unit frequency) warns: its features are nearly constant and it predicts the class frequencies
+CONSTANT_FEATURES_PHASE = 0.1
 
 
 class _RFFNetBase(BaseModel):
@@ -131,6 +139,24 @@ class _RFFNetBase(BaseModel):
         # early stopping (patience epochs without a better validation loss) ended training before max_epochs
         self.converged_ = bool(log.epochs < int(self.max_epochs))
         self.training_seconds_ = log.seconds
+
+    def _relevance_phase(self, X: torch.Tensor) -> float:
+        """max_j |λ_j|·(range of x_j) over the scaled training inputs ``X`` (n, p): how far the features' phases
+        move across the data per unit frequency (below about 0.1 every feature is nearly constant)."""
+        spans = (X.max(dim=0).values - X.min(dim=0).values).to(self.relevances_)
+        return float((self.relevances_.abs() * spans).max())
+
+    def _warn_mean_only(self, X: torch.Tensor, finding: str, stacklevel: int) -> None:
+        """Warn (``ConvergenceWarning``) that the fit predicts little more than a constant, with ``finding`` (why)
+        and the training that led there: with a few dozen rows an epoch is one or two Adam steps, and early
+        stopping on the small validation split can end training before λ leaves its start at 0."""
+        steps = math.ceil(X.shape[0] * (1.0 - float(self.validation_fraction)) / int(self.batch_size))
+        warnings.warn(
+            f"{type(self).__name__}: {finding}. Training ran {self.epochs_} epochs of about {steps} Adam "
+            f"step{'s' if steps != 1 else ''} each (best validation loss at epoch {self.best_epoch_}) and left the "
+            f"relevances at a largest |λ_j|·(range of input j) of {self._relevance_phase(X):.2g}. If y depends on X, "
+            f"start the relevances away from 0 (initial_relevance=1.0) or train longer (larger patience and "
+            f"max_epochs).", ConvergenceWarning, stacklevel=stacklevel + 1)
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
         if hasattr(self, "classes_"):
@@ -256,6 +282,13 @@ class RFFNet(_RFFNetBase):
         Whether early stopping (``patience`` epochs without a better validation loss) ended training before
         ``max_epochs`` (never without a validation split).
     training_seconds_ : float
+
+    Warns
+    -----
+    sklearn.exceptions.ConvergenceWarning
+        From ``fit`` when the last layer's mean explains under :data:`MEAN_ONLY_EXPLAINED` of the variance of y: the
+        model predicts about the mean (with a few dozen rows, early stopping can end training before the relevances
+        leave 0); the message names the remedy.
     """
 
     def __init__(self, num_features: int | None = None, *, learning_rate: float = 1e-2, penalty: float = 1e-4,
@@ -276,6 +309,11 @@ class RFFNet(_RFFNetBase):
         self._train(X, y.unsqueeze(-1), 1, "squared_error")
         stats = accumulate_statistics(self._features, X, y, 8192)
         posterior = bayesian_last_layer(stats.gram, stats.rhs, float(stats.yy), stats.n)
+        explained = float(posterior.mean @ stats.gram @ posterior.mean) / max(float(stats.yy), 1e-300)  # ‖Zm‖²/‖y‖²
+        if explained < MEAN_ONLY_EXPLAINED:
+            self._warn_mean_only(X, f"the Bayesian last layer explains {explained:.1%} of the variance of y (weight "
+                                    f"prior variance {posterior.prior_variance:.3g} by marginal likelihood): the model "
+                                    f"predicts about the mean of y", stacklevel=3)  # → _fit → BaseModel.fit → caller
         self.weight_mean_ = posterior.mean
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues
@@ -308,7 +346,9 @@ class RFFNet(_RFFNetBase):
 class RFFNetClassifier(ClassifierContract, _RFFNetBase):
     """RFFNet classifier: cross-entropy over C classes (softmax outputs), same training as :class:`RFFNet`.
 
-    Parameters are those of :class:`RFFNet` without ``last_layer_mean`` (and ``normalize_y`` is unused).
+    Parameters are those of :class:`RFFNet` without ``last_layer_mean`` (and ``normalize_y`` is unused). ``fit`` warns
+    (``sklearn.exceptions.ConvergenceWarning``) when the features' phases move less than
+    :data:`CONSTANT_FEATURES_PHASE` across the training inputs: the model then predicts the class frequencies.
 
     Attributes
     ----------
@@ -345,7 +385,13 @@ class RFFNetClassifier(ClassifierContract, _RFFNetBase):
         self.x_scaler_ = make_input_scaler(self.input_scaling).fit(Xt)
         self.n_features_in_ = None
         targets = torch.as_tensor(index, dtype=torch.long, device=Xt.device)
-        self._train(self.x_scaler_.transform(Xt), targets, int(classes.size), "cross_entropy")
+        scaled = self.x_scaler_.transform(Xt)
+        self._train(scaled, targets, int(classes.size), "cross_entropy")
+        phase = self._relevance_phase(scaled)
+        if phase < CONSTANT_FEATURES_PHASE:
+            self._warn_mean_only(scaled, f"every random feature is nearly constant over the training inputs "
+                                         f"(phase range {phase:.2g} < {CONSTANT_FEATURES_PHASE:g}): the model predicts "
+                                         f"about the training class frequencies", stacklevel=2)  # → fit → caller
         self.classes_ = classes
         self.n_features_in_ = int(Xt.shape[1])
         self.n_train_ = int(Xt.shape[0])
