@@ -1,7 +1,8 @@
 """QTKM against TKM at equal parameter counts on UCI regression (Wesel & Batselier 2024, the learning curves).
 
 Protocol (the paper's): 10 random 90/10 splits of all rows (``numpy.random.default_rng(k)``, k = 0..9);
-inputs min–max scaled to [−0.5, 0.5] with training statistics (what both models do); M = 16 Fourier
+inputs min–max scaled to [−0.5, 0.5] with training statistics, two-valued columns too
+(``binary_width_grid=(1.0,)``; the default narrows them when the CV prefers it); M = 16 Fourier
 features per input; λ and P by 3-fold cross-validation of exact kernel ridge regression on the whole
 training set over P ∈ {1.25, 1.5, 2, 3, 5, 9, 17, 33, 65} and λ (per-sample, penalty N·λ‖W‖²) — one deviation:
 our features are normalised (ψ/√M per input, k(x, x) = 1), so the λ grid is 10^{−14..2} instead of the
@@ -38,7 +39,9 @@ MAX_SWEEPS = 50
 
 def _model(cls: type, rank: int, first: str | None, run: RunContext):
     """One model of a split; the first one chooses λ and P by cross-validation, the others reuse its choice."""
-    kwargs = dict(rank=rank, num_basis=NUM_BASIS, max_sweeps=MAX_SWEEPS, tol=1e-7, seed=run.split)
+    # binary_width_grid=(1.0,): every input min–max scaled alike, as in the paper (and λ, P shared with the later fits)
+    kwargs = dict(rank=rank, num_basis=NUM_BASIS, max_sweeps=MAX_SWEEPS, tol=1e-7, seed=run.split,
+                  binary_width_grid=(1.0,))
     if first is None:
         kwargs["hyper_max_points"] = len(run.data.y_train)
     else:

@@ -293,12 +293,25 @@ RSS_ROUNDOFF = 64.0
 
 
 def _residual_sum_of_squares(yy: float, q: torch.Tensor, e: torch.Tensor, mean: torch.Tensor) -> float:
-    """‖y − Zm‖² = yᵀy − 2 mᵀZᵀy + mᵀZᵀZm in the eigenbasis (q = Vᵀ Zᵀy, e the eigenvalues, m the mean there),
-    floored at its round-off: the three terms nearly cancel when Z fits y almost exactly (noiseless targets), and
-    below RSS_ROUNDOFF · eps times their size the difference is not resolved (an unfloored value there can be 0 or
-    negative, and MacKay's σ² = rss/(n − γ) then sends the noise precision to infinity)."""
+    """‖y − Zm‖² = yᵀy − 2 mᵀZᵀy + mᵀZᵀZm from the sufficient statistics, floored at its round-off.
+
+    The three terms nearly cancel when Z fits y almost exactly (noiseless targets); below RSS_ROUNDOFF · eps times
+    their size the difference is not resolved (an unfloored value there can be 0 or negative, and MacKay's
+    σ² = rss/(n − γ) then sends the noise precision to infinity).
+
+    Parameters
+    ----------
+    yy : float
+        yᵀy.
+    q, e, mean : torch.Tensor of shape (s,)
+        VᵀZᵀy, the eigenvalues of ZᵀZ = V diag(e) Vᵀ, and the weight mean in that eigenbasis.
+
+    Returns
+    -------
+    float
+    """
     cross, fitted = float(mean @ q), float((e * mean * mean).sum())
-    floor = RSS_ROUNDOFF * torch.finfo(torch.float64).eps * (abs(yy) + 2.0 * abs(cross) + fitted)
+    floor = RSS_ROUNDOFF * torch.finfo(q.dtype).eps * (abs(yy) + 2.0 * abs(cross) + fitted)
     return max(yy - 2.0 * cross + fitted, floor, 1e-300)
 
 

@@ -41,9 +41,11 @@ from tnbayes.selection.cross_validation import (  # noqa: F401 - public here sin
     KRRSelection,
     select_krr_hyperparameters,
 )
+from tnbayes.selection.cross_validation import DEFAULT_BINARY_WIDTH_GRID, select_binary_column_width, two_valued_columns
 
 __all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "PAPER_PENALTY_GRID",
            "DEFAULT_PERIOD_GRID"]
+
 
 class QTKM(CPDModelBase):
     """Quantized tensor kernel machine: quantized Fourier/polynomial features, quantized CPD weights, ALS.
@@ -91,6 +93,15 @@ class QTKM(CPDModelBase):
         Folds of the cross-validation (the paper uses 3).
     penalty_grid, period_grid : sequence of float, optional
         Cross-validation grids (default: the paper's, ``DEFAULT_PENALTY_GRID`` and ``DEFAULT_PERIOD_GRID``).
+    binary_width_grid : sequence of float
+        Widths tried, besides 1, by the cross-validation for the columns with exactly two distinct values (0/1 and
+        one-hot indicators), relative to the scaled [−0.5, 0.5] of the other inputs (default 1, 1/8, 1/32:
+        ``tnbayes.selection.cross_validation.DEFAULT_BINARY_WIDTH_GRID``; a period 1, 8 or 32 times longer for
+        them). After λ and P are chosen, each width is scored by the same CV at that P (λ re-chosen) and the best
+        kept; ``(1.0,)`` scales every column alike (the paper). With λ and P both given there is no CV: a grid of
+        one width is applied as it is (``binary_width_grid=(model.binary_width_,)`` with ``penalty=model.penalty_``
+        and ``period=model.period_`` refits a fitted model's choice), a longer grid leaves the width at 1. Not used
+        when every input is two-valued, or for polynomial features.
     out_of_box : {"clip", "raise"}
         Fourier features: queries beyond the prediction box — the training range [−0.5, 0.5] extended by half the
         way to ±P/2, where the period would wrap around (see :meth:`input_box`) — are clipped to its edge with one
@@ -114,15 +125,21 @@ class QTKM(CPDModelBase):
         P (None for polynomials) and λ used (per-sample when ``penalty_per_sample``).
     hyperparameter_source_ : str
     krr_selection_ : dict or None
-        The cross-validation result (chosen values, CV MSE, KRR noise estimate, subsample size).
+        The cross-validation result (chosen values, CV MSE, KRR noise estimate, subsample size, two-valued columns'
+        width).
+    binary_columns_ : list of int
+        The columns with exactly two distinct values (found when a CV runs or a one-width grid is applied).
+    binary_width_ : float
+        Their width relative to the other inputs' (1: not narrowed); the input scaler carries it.
     rank_, rank_search_, n_iter_, history_, converged_, sweep_objectives_, update_objectives_, noise_variance_,
     residual_noise_variance_, effective_dof_, laplace_modes_, core_choleskys_
         As in :class:`~tnbayes.CPDKernelMachine`.
 
     Notes
     -----
-    **Inputs** are min–max scaled to [−0.5, 0.5] with the training range (the paper's protocol). Fourier
-    features are periodic: queries that fall farther than P/2 from the centre raise ``ValueError``.
+    **Inputs** are min–max scaled to [−0.5, 0.5] with the training range (the paper's protocol), two-valued columns
+    to a narrower width when the CV prefers it (``binary_width_grid``). Fourier features are periodic: queries beyond
+    the prediction box are clipped or refused (``out_of_box``).
 
     **Hyper-parameters.** Missing λ (and P) are chosen as in the paper: 3-fold cross-validation of exact
     kernel ridge regression with the kernel the features span, on a subsample of ``hyper_max_points``,
@@ -158,8 +175,8 @@ class QTKM(CPDModelBase):
                  tol: float = 1e-6, uncertainty: str = "all_cores", noise_estimate: str = "held_out",
                  hyper_max_points: int = 1000, cv_folds: int = 3, time_budget: float | None = 60.0,
                  penalty_grid: Sequence[float] | None = None, period_grid: Sequence[float] | None = None,
-                 out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, distributed: bool = False,
-                 normalize_y: bool = True,
+                 binary_width_grid: Sequence[float] = DEFAULT_BINARY_WIDTH_GRID, out_of_box: str = "clip",
+                 chunk_size: int | None = None, seed: int = 0, distributed: bool = False, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False) -> None:
         super().__init__(normalize_y=normalize_y, dtype=dtype, device=device, verbose=verbose)
@@ -182,13 +199,21 @@ class QTKM(CPDModelBase):
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
         if int(self.max_sweeps) < 1 or int(self.hyper_max_points) < 6 or int(self.cv_folds) < 2:
             raise ValueError("max_sweeps must be >= 1, hyper_max_points >= 6 and cv_folds >= 2.")
+        grid = list(self.binary_width_grid)
+        if not grid or any(not math.isfinite(float(c)) or not 0.0 < float(c) <= 1.0 for c in grid):
+            raise ValueError(f"binary_width_grid must be a non-empty sequence of widths in (0, 1]; got "
+                             f"{self.binary_width_grid!r}.")
         if self.period_grid is not None and any(float(p) < 1.0 for p in self.period_grid):
             raise ValueError(f"every period in period_grid must be >= 1; got {list(self.period_grid)!r}.")
 
     # ------------------------------------------------------------------ fitting
-    def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor) -> None:
+    def _resolve_hyperparameters(self, X: torch.Tensor, y: torch.Tensor, extremes: torch.Tensor) -> None:
+        """λ, P and the two-valued columns' width: given, or by the CV on ``X`` (n, D), ``y`` (n,); ``extremes``
+        (2, D) holds every column's minimum and maximum over all training rows."""
         need_period = self.feature_map == "fourier" and self.period is None
         self.krr_selection_ = None
+        self.binary_columns_: list[int] = []
+        self.binary_width_ = 1.0
         reference = None
         if self.penalty is None or need_period:
             periods = [float(self.period)] if self.period is not None else list(self.period_grid or DEFAULT_PERIOD_GRID)
@@ -200,9 +225,10 @@ class QTKM(CPDModelBase):
                                                    penalties=penalties, periods=periods, folds=int(self.cv_folds),
                                                    max_points=int(self.hyper_max_points), seed=int(self.seed),
                                                    normalize=bool(self.normalize_features))
+            selection = self._choose_binary_width(X, y, extremes, selection, penalties)
             self.krr_selection_ = {"penalty": selection.penalty, "period": selection.period,
                                    "cv_mse": selection.cv_mse, "noise_variance": selection.noise_variance,
-                                   "num_points": selection.num_points}
+                                   "num_points": selection.num_points, "binary_width": self.binary_width_}
             self.hyperparameter_source_ = f"{int(self.cv_folds)}-fold CV of exact KRR on {selection.num_points} points"
             period = selection.period
             reference = selection.noise_variance
@@ -213,12 +239,35 @@ class QTKM(CPDModelBase):
         else:
             self.hyperparameter_source_ = "given"
             penalty, period = float(self.penalty), (None if self.period is None else float(self.period))
+            widths = [float(w) for w in self.binary_width_grid]
+            if self.feature_map == "fourier" and len(widths) == 1:  # a given width, as the given λ and P
+                columns = two_valued_columns(X, extremes)
+                if columns and len(columns) < X.shape[1]:
+                    self.binary_columns_, self.binary_width_ = columns, widths[0]
         self.penalty_ = float(penalty)
         self.period_ = None if self.feature_map == "polynomial" else float(period)
         self._given_or_estimated_noise = reference
         period_text = "" if self.period_ is None else f", period P = {self.period_:.3g}"
         self._report(f"λ = {self.penalty_:.3g}{period_text} ({self.hyperparameter_source_}); M = {int(self.num_basis)} "
                      f"{self.feature_map} features per input.")
+
+    def _choose_binary_width(self, X: torch.Tensor, y: torch.Tensor, extremes: torch.Tensor,
+                             selection: KRRSelection, penalties: list[float]) -> KRRSelection:
+        """``binary_columns_`` and ``binary_width_`` from the CV's rows ``X`` (n, D), ``y`` (n,) — all training rows
+        in memory, a sample of them in chunked fits, checked against the data's ``extremes`` (2, D) — by
+        :func:`~tnbayes.selection.cross_validation.select_binary_column_width`; returns the CV's selection there."""
+        if self.feature_map != "fourier":
+            return selection
+        self.binary_columns_ = two_valued_columns(X, extremes)
+        self.binary_width_, best = select_binary_column_width(
+            X, y, selection, self.binary_columns_, num_basis=int(self.num_basis), widths=list(self.binary_width_grid),
+            penalties=penalties, folds=int(self.cv_folds), max_points=int(self.hyper_max_points), seed=int(self.seed),
+            normalize=bool(self.normalize_features))
+        if self.binary_columns_ and len(self.binary_columns_) < X.shape[1] and set(self.binary_width_grid) - {1.0}:
+            self._report(f"two-valued columns {self.binary_columns_}: width {self.binary_width_:g} of the others' by "
+                         f"the same CV at P = {selection.period:.3g} (CV MSE {best.cv_mse:.4g}; at full width "
+                         f"{selection.cv_mse:.4g}).")
+        return best
 
     def _check_sizes(self, num_dims: int, num_points: int) -> None:
         """Refuse a ``num_basis``/``rank`` whose objects cannot fit, before the hyper-parameter CV: the CV's
@@ -256,7 +305,16 @@ class QTKM(CPDModelBase):
         extremes = X if extremes is None else extremes
         self._validate_params()
         self._check_sizes(int(extremes.shape[1]), int(sample[0].shape[0]))
-        self._resolve_hyperparameters(*sample)
+        # every column's minimum and maximum over all the training rows (extremes is X itself in memory)
+        self._resolve_hyperparameters(*sample, torch.stack([extremes.amin(dim=0), extremes.amax(dim=0)]))
+        if self.binary_width_ != 1.0:  # narrow the two-valued columns: in the data, and in the scaler for predictions
+            column_widths = torch.ones(int(extremes.shape[1]), dtype=extremes.dtype, device=extremes.device)
+            column_widths[self.binary_columns_] = self.binary_width_
+            self.x_scaler_.scale_ = self.x_scaler_.scale_ / column_widths.to(self.x_scaler_.scale_)
+            self.training_range_ = self.training_range_ * column_widths
+            extremes = extremes * column_widths
+            if not isinstance(X, StreamedRows):  # streamed rows are scaled as they are read, by x_scaler_
+                X = X * column_widths
         self.n_dims_ = int(extremes.shape[1])
         self.features_ = self._features()
         self.features_.check_inputs(extremes)

@@ -45,8 +45,8 @@ __all__ = ["RFFNetModule", "RFFNet", "RFFNetClassifier", "TrainingLog", "train_b
            "default_num_features", "bayesian_last_layer"]
 
 LAST_LAYER_MEANS = ("bayes", "trained")
-#: a regressor whose last-layer mean explains less than this share of yᵀy (standardised y) warns: it predicts about
-#: the mean of y
+#: a regressor whose last-layer mean explains less than this share of the variation of y about its mean warns: it
+#: predicts about the mean of y
 MEAN_ONLY_EXPLAINED = 0.01
 #: a classifier whose features' phases move less than this across the training inputs (max_j |λ_j|·range of x_j,
 #: radians per unit frequency) warns: its features are nearly constant and it predicts the class frequencies
@@ -150,10 +150,14 @@ class _RFFNetBase(BaseModel):
         """Warn (``ConvergenceWarning``) that the fit predicts little more than a constant, with ``finding`` (why)
         and the training that led there: with a few dozen rows an epoch is one or two Adam steps, and early
         stopping on the small validation split can end training before λ leaves its start at 0."""
-        steps = math.ceil(X.shape[0] * (1.0 - float(self.validation_fraction)) / int(self.batch_size))
+        n = X.shape[0]
+        held_out = int(round(float(self.validation_fraction) * n))
+        held_out = held_out if 1 <= held_out < n else 0  # as _train splits
+        steps = math.ceil((n - held_out) / int(self.batch_size))
+        stopped = f"best validation loss at epoch {self.best_epoch_}" if held_out else "no validation split"
         warnings.warn(
-            f"{type(self).__name__}: {finding}. Training ran {self.epochs_} epochs of about {steps} Adam "
-            f"step{'s' if steps != 1 else ''} each (best validation loss at epoch {self.best_epoch_}) and left the "
+            f"{type(self).__name__}: {finding}. Training ran {self.epochs_} epochs of {steps} Adam "
+            f"step{'s' if steps != 1 else ''} each ({stopped}) and left the "
             f"relevances at a largest |λ_j|·(range of input j) of {self._relevance_phase(X):.2g}. If y depends on X, "
             f"start the relevances away from 0 (initial_relevance=1.0) or train longer (larger patience and "
             f"max_epochs).", ConvergenceWarning, stacklevel=stacklevel + 1)
@@ -286,7 +290,7 @@ class RFFNet(_RFFNetBase):
     Warns
     -----
     sklearn.exceptions.ConvergenceWarning
-        From ``fit`` when the last layer's mean explains under :data:`MEAN_ONLY_EXPLAINED` of the variance of y: the
+        From ``fit`` when the last layer's mean explains under :data:`MEAN_ONLY_EXPLAINED` of the variation of y: the
         model predicts about the mean (with a few dozen rows, early stopping can end training before the relevances
         leave 0); the message names the remedy.
     """
@@ -309,7 +313,11 @@ class RFFNet(_RFFNetBase):
         self._train(X, y.unsqueeze(-1), 1, "squared_error")
         stats = accumulate_statistics(self._features, X, y, 8192)
         posterior = bayesian_last_layer(stats.gram, stats.rhs, float(stats.yy), stats.n)
-        explained = float(posterior.mean @ stats.gram @ posterior.mean) / max(float(stats.yy), 1e-300)  # ‖Zm‖²/‖y‖²
+        # the share of y's variation about its mean that the last layer's mean explains: 1 − ‖y − Zm‖² / ‖y − ȳ‖²
+        spread = float(stats.yy) - float(stats.sum_y) ** 2 / stats.n
+        residual = float(stats.yy) - 2.0 * float(posterior.mean @ stats.rhs) + float(
+            posterior.mean @ stats.gram @ posterior.mean)
+        explained = 1.0 - residual / spread if spread > 1e-12 * max(float(stats.yy), 1e-300) else 1.0
         if explained < MEAN_ONLY_EXPLAINED:
             self._warn_mean_only(X, f"the Bayesian last layer explains {explained:.1%} of the variance of y (weight "
                                     f"prior variance {posterior.prior_variance:.3g} by marginal likelihood): the model "

@@ -26,7 +26,13 @@ from tnbayes.selection.calibration import (
     proportional_noise_estimate,
 )
 from tnbayes.selection.collapsed_bound import CollapsedBoundFit, fit_collapsed_bound
-from tnbayes.selection.cross_validation import KRRSelection, lssvm_cross_validation_score, select_krr_hyperparameters
+from tnbayes.selection.cross_validation import (
+    KRRSelection,
+    lssvm_cross_validation_score,
+    select_binary_column_width,
+    select_krr_hyperparameters,
+    two_valued_columns,
+)
 from tnbayes.selection.hyperparameters import KernelHyperparameters, estimate_kernel_hyperparameters
 from tnbayes.selection.input_box import (
     OUT_OF_BOX_POLICIES,
@@ -63,7 +69,8 @@ __all__ = [
     # the collapsed bound
     "CollapsedBoundFit", "fit_collapsed_bound",
     # cross-validation
-    "KRRSelection", "lssvm_cross_validation_score", "select_krr_hyperparameters",
+    "KRRSelection", "lssvm_cross_validation_score", "select_binary_column_width", "select_krr_hyperparameters",
+    "two_valued_columns",
     # hyper-parameters of the models that borrow a GP's
     "KernelHyperparameters", "estimate_kernel_hyperparameters",
     # the input box

@@ -3,6 +3,8 @@ error rather than by marginal likelihood.
 
 * :func:`select_krr_hyperparameters` — λ and the Fourier period P of :class:`~tnbayes.QTKM` /
   :class:`~tnbayes.TKM` by k-fold CV of *exact* kernel ridge regression with the kernel their features span;
+* :func:`two_valued_columns` and :func:`select_binary_column_width` — then the width of their two-valued columns,
+  by the same CV;
 * :func:`lssvm_cross_validation_score` — the k-fold score of a dense LS-SVM classifier
   (:class:`~tnbayes.TNKFClassifier`'s ``hyperparameter_search="cv"``).
 """
@@ -17,8 +19,9 @@ import torch
 
 from tnbayes.basis import FourierPolynomialFeatures
 
-__all__ = ["DEFAULT_PENALTY_GRID", "DEFAULT_PERIOD_GRID", "PAPER_PENALTY_GRID", "KRRSelection",
-           "lssvm_cross_validation_score", "select_krr_hyperparameters"]
+__all__ = ["DEFAULT_BINARY_WIDTH_GRID", "DEFAULT_PENALTY_GRID", "DEFAULT_PERIOD_GRID", "PAPER_PENALTY_GRID",
+           "KRRSelection", "lssvm_cross_validation_score", "select_binary_column_width", "select_krr_hyperparameters",
+           "two_valued_columns"]
 
 #: λ grid of the paper's cross-validation, for its raw features (per-sample convention: penalty N·λ‖W‖²)
 PAPER_PENALTY_GRID = tuple(10.0 ** k for k in range(-5, 6))
@@ -27,6 +30,11 @@ PAPER_PENALTY_GRID = tuple(10.0 ** k for k in range(-5, 6))
 DEFAULT_PENALTY_GRID = tuple(10.0 ** k for k in range(-14, 3))
 #: period grid of the paper's cross-validation (inputs scaled to [−0.5, 0.5])
 DEFAULT_PERIOD_GRID = (1.25, 1.5, 2.0, 3.0, 5.0, 9.0, 17.0, 33.0, 65.0)
+#: widths, relative to the other inputs', tried for columns with exactly two distinct values (0/1 and one-hot
+#: indicators): at the full width their two values sit a whole scaled unit apart, where the Fourier kernel of the
+#: short periods that suit continuous inputs has all but decorrelated them (each level is then fitted apart from
+#: the other); narrower, the two levels share the fit and differ by a smooth offset
+DEFAULT_BINARY_WIDTH_GRID = (1.0, 0.125, 0.03125)
 
 
 @dataclass
@@ -164,6 +172,76 @@ def select_krr_hyperparameters(X: torch.Tensor, y: torch.Tensor, *, num_basis: i
         residual_dof = float((residual_operator ** 2).sum())
     noise = rss / residual_dof if residual_dof > 0 else cv_mse
     return KRRSelection(penalty, period, cv_mse, noise, n, table)
+
+
+def two_valued_columns(X: torch.Tensor, extremes: torch.Tensor | None = None) -> list[int]:
+    """The columns of ``X`` with exactly two distinct values, each at the column's minimum or maximum.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (N, D)
+    extremes : torch.Tensor of shape (2, D), optional
+        The minimum and maximum of each column over all the data when ``X`` is a sample of it (chunked fits): a
+        column counts only if its two values are those, so a rare third value outside the sample's two does.
+
+    Returns
+    -------
+    list of int
+    """
+    low, high = X.amin(dim=0), X.amax(dim=0)
+    two = ((X == low) | (X == high)).all(dim=0) & (high > low)
+    if extremes is not None:
+        two &= (low == extremes[0]) & (high == extremes[1])
+    return [int(d) for d in torch.nonzero(two).reshape(-1)]
+
+
+def select_binary_column_width(X: torch.Tensor, y: torch.Tensor, selection: KRRSelection, columns: Sequence[int], *,
+                               num_basis: int, widths: Sequence[float] = DEFAULT_BINARY_WIDTH_GRID,
+                               penalties: Sequence[float] = DEFAULT_PENALTY_GRID, folds: int = 3,
+                               max_points: int = 1000, seed: int = 0,
+                               normalize: bool = True) -> tuple[float, KRRSelection]:
+    """The width of the two-valued ``columns`` of ``X`` by the CV of :func:`select_krr_hyperparameters` at the period
+    ``selection`` chose (λ re-chosen from ``penalties``), after P and λ (Fourier features).
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (N, D)
+        Scaled inputs (in [−0.5, 0.5]), as given to :func:`select_krr_hyperparameters`.
+    y : torch.Tensor of shape (N,)
+    selection : KRRSelection
+        The CV's choice at the full width; its ``cv_mse`` is the width-1 score (after the one-standard-error rule
+        when that rule moved λ, so a narrower width competes with the score the CV kept, not with its minimum).
+    columns : sequence of int
+        The columns to narrow (:func:`two_valued_columns`).
+    num_basis : int
+        M, the Fourier features per input.
+    widths : sequence of float
+        Widths in (0, 1] relative to the other columns'; width 1 (the selection's own) is always a candidate.
+    penalties : sequence of float
+        The λ grid (per sample), as given to :func:`select_krr_hyperparameters`.
+    folds, max_points, seed, normalize
+        As in :func:`select_krr_hyperparameters` (the same seed draws the same subsample and folds).
+
+    Returns
+    -------
+    width : float
+        The width with the lowest CV MSE (1 when no other is lower, when ``columns`` is empty, or when every column
+        is two-valued: narrowing them all is a longer period, which the period grid already tries).
+    selection : KRRSelection
+        The CV's choice at that width.
+    """
+    best, best_width = selection, 1.0
+    if not columns or len(columns) == X.shape[1] or selection.period is None:
+        return best_width, best
+    for width in sorted({float(w) for w in widths} - {1.0}, reverse=True):
+        column_widths = torch.ones(X.shape[1], dtype=X.dtype, device=X.device)
+        column_widths[list(columns)] = width
+        candidate = select_krr_hyperparameters(X * column_widths, y, num_basis=num_basis, penalties=penalties,
+                                               periods=[selection.period], folds=folds, max_points=max_points,
+                                               seed=seed, normalize=normalize)
+        if candidate.cv_mse < best.cv_mse:
+            best, best_width = candidate, width
+    return best_width, best
 
 
 def lssvm_cross_validation_score(gram: torch.Tensor, targets: torch.Tensor, folds: torch.Tensor, gamma: float,
