@@ -277,6 +277,8 @@ class BayesianRidgePosterior:
         σ².
     log_marginal_likelihood : float
     iterations : int
+    residual_sum_of_squares : float
+        ‖y − Z·mean‖² (from the sufficient statistics, floored at its round-off).
     """
 
     mean: torch.Tensor
@@ -286,6 +288,7 @@ class BayesianRidgePosterior:
     noise_variance: float
     log_marginal_likelihood: float
     iterations: int
+    residual_sum_of_squares: float
 
 
 #: multiple of eps·(yᵀy + 2|mᵀZᵀy| + mᵀZᵀZm) below which ‖y − Zm‖² from the sufficient statistics is round-off
@@ -370,4 +373,4 @@ def bayesian_ridge(gram: torch.Tensor, projection: torch.Tensor, yy: float, n: i
                           - noise_precision * rss - prior_precision * float(mean @ mean)
                           - float(torch.log(shrunk).sum()) - n * math.log(2 * math.pi))
     return BayesianRidgePosterior(eigenvectors @ mean, eigenvectors, 1.0 / shrunk, 1.0 / prior_precision,
-                                  1.0 / noise_precision, log_evidence, iterations)
+                                  1.0 / noise_precision, log_evidence, iterations, rss)

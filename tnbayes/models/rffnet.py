@@ -315,9 +315,7 @@ class RFFNet(_RFFNetBase):
         posterior = bayesian_last_layer(stats.gram, stats.rhs, float(stats.yy), stats.n)
         # the share of y's variation about its mean that the last layer's mean explains: 1 − ‖y − Zm‖² / ‖y − ȳ‖²
         spread = float(stats.yy) - float(stats.sum_y) ** 2 / stats.n
-        residual = float(stats.yy) - 2.0 * float(posterior.mean @ stats.rhs) + float(
-            posterior.mean @ stats.gram @ posterior.mean)
-        explained = 1.0 - residual / spread if spread > 1e-12 * max(float(stats.yy), 1e-300) else 1.0
+        explained = 1.0 - posterior.residual_sum_of_squares / spread if spread > 1e-12 * float(stats.yy) else 1.0
         if explained < MEAN_ONLY_EXPLAINED:
             self._warn_mean_only(X, f"the Bayesian last layer explains {explained:.1%} of the variance of y (weight "
                                     f"prior variance {posterior.prior_variance:.3g} by marginal likelihood): the model "

@@ -23,8 +23,8 @@ ALS smoothing): the rounding error then falls on the weights in proportion to th
 Rounded in m's own coordinates, an error of ``tol·‖m‖`` (or what a rank cap discards) spreads over every weight
 alike, and the weights of small prior variance — the high frequencies, whose basis functions are as large as the
 others' — cannot take it back: the filter's gain there is as small as their prior variance, so later rows correct
-almost none of it, and over many rows the errors add up until the mean no longer fits the data. (The update vectors ``u_i = L a_i`` that the mean adds are
-rounded in the weights' own coordinates, as before.)
+almost none of it, and over many rows the errors add up until the mean no longer fits the data. (The update vectors
+``u_i = L a_i`` that the mean adds are rounded in the weights' own coordinates, as before.)
 
 :func:`kalman_batch_update` is one such update; :class:`TTBatchKalmanFilter` holds the state (m, L₀'s diagonals,
 C) across batches, with forgetting and the predictive mean and variance of rank-one rows.
