@@ -16,11 +16,12 @@ ALLOWED_IMPORTS = {
     # the format axis: tensor algebra, no knowledge of bases, engines or estimators
     "tensors": {"tensors", "_deprecation"},
     # the basis axis: 1-D feature maps; tensors only for index shapes
-    "basis": {"basis", "tensors", "_validation", "_deprecation"},
+    "basis": {"basis", "tensors", "_validation", "_deprecation", "_warnings"},
     # inference engines: bases and formats in, weights out; never a model or a selection rule
-    "inference": {"inference", "basis", "tensors", "data", "distributed", "_validation", "_deprecation"},
+    "inference": {"inference", "basis", "tensors", "data", "distributed", "_validation", "_deprecation", "_warnings"},
     # selection rules: bases and exact-GP ML-II; never a model
-    "selection": {"selection", "basis", "tensors", "inference", "preprocessing", "_validation", "_deprecation"},
+    "selection": {"selection", "basis", "tensors", "inference", "preprocessing", "_validation", "_deprecation",
+                  "_warnings"},
     "kernels": {"kernels", "basis", "_registry", "_validation"},
     "data": {"data", "_validation", "distributed"},
     "posterior": {"posterior", "_validation"},

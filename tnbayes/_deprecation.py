@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from tnbayes._warnings import warn_user
 
 __all__ = ["DEPRECATED", "apply_renamed_parameters", "is_deprecated_default", "moved_names_getattr", "renamed_attribute"]
 
@@ -60,9 +61,8 @@ def apply_renamed_parameters(estimator: Any) -> None:
         if current is not default and current != default and current != value:
             raise TypeError(f"{name} got both {old}={value!r} (its old name) and {new}={current!r}; pass only "
                             f"{new}={value!r}.")
-        warnings.warn(f"{name}: the parameter {old!r} was renamed {new!r} in tnbayes {RENAMED_IN}; pass "
-                      f"{new}={value!r} instead ({old!r} will be removed in {REMOVED_IN}).", FutureWarning,
-                      stacklevel=3)
+        warn_user(f"{name}: the parameter {old!r} was renamed {new!r} in tnbayes {RENAMED_IN}; pass "
+                  f"{new}={value!r} instead ({old!r} will be removed in {REMOVED_IN}).", FutureWarning)
         setattr(estimator, new, value)
         setattr(estimator, old, DEPRECATED)
 
@@ -101,7 +101,7 @@ def moved_names_getattr(module_name: str, moved: Mapping[str, tuple[str, str]]) 
             change = f"moved to {home}.{new} in tnbayes {RENAMED_IN}; import it from there (the old path"
         else:
             change = f"was renamed {new} ({home}.{new}) in tnbayes {RENAMED_IN}; use the new name (the old one"
-        warnings.warn(f"{module_name}.{name} {change} will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        warn_user(f"{module_name}.{name} {change} will be removed in {REMOVED_IN}).", FutureWarning)
         return getattr(importlib.import_module(home), new)
 
     return __getattr__
@@ -123,8 +123,8 @@ def renamed_attribute(old: str, new: str) -> property:
     """
 
     def get(self: Any) -> Any:
-        warnings.warn(f"{type(self).__name__}.{old} was renamed {new} in tnbayes {RENAMED_IN} (the old name will be "
-                      f"removed in {REMOVED_IN}).", FutureWarning, stacklevel=2)
+        warn_user(f"{type(self).__name__}.{old} was renamed {new} in tnbayes {RENAMED_IN} (the old name will be "
+                  f"removed in {REMOVED_IN}).", FutureWarning)
         return getattr(self, new)
 
     def set_(self: Any, value: Any) -> None:

@@ -9,12 +9,13 @@ float64 numpy arrays (:func:`check_values`, :func:`check_same_shape`, :func:`che
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 import numpy as np
 import torch
 from sklearn.exceptions import DataConversionWarning
+
+from tnbayes._warnings import warn_user
 
 ArrayLike = Any  # numpy array, torch tensor, or nested sequence of numbers
 
@@ -215,9 +216,9 @@ def check_targets(
     """
     t = _to_numpy_or_tensor(y, name)
     if t.ndim == 2 and t.shape[1] == 1:
-        warnings.warn(  # scikit-learn's wording and warning class, so its estimator checks recognise it
+        warn_user(  # scikit-learn's wording and warning class, so its estimator checks recognise it
             f"A column-vector {name} was passed when a 1d array was expected. Please change the shape of {name} to "
-            f"(n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+            f"(n_samples,), for example using ravel().", DataConversionWarning)
         t = t[:, 0]
     if t.ndim != 1:
         hint = " Multi-output regression is not supported: fit one model per output." if t.ndim == 2 else ""

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -29,6 +28,7 @@ import numpy as np
 
 from tnbayes import datasets as _datasets
 from tnbayes import metrics
+from tnbayes._warnings import warn_user
 from tnbayes.models.registry import make_model
 
 __all__ = ["compare", "ComparisonResult", "RunContext", "parse_splits", "SUMMARY_METRICS"]
@@ -366,7 +366,7 @@ def compare(
             except Exception as err:  # noqa: BLE001 - reported per run when on_error="record"
                 if on_error == "raise":
                     raise
-                warnings.warn(f"compare: {label} on {dataset} split {split} failed: {err}", RuntimeWarning)
+                warn_user(f"compare: {label} on {dataset} split {split} failed: {err}", RuntimeWarning)
                 row["error"] = f"{type(err).__name__}: {err}"
                 result.rows.append(row)
                 split_rows.append(row)

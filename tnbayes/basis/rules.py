@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from .._validation import ArrayLike, check_inputs
+from .._warnings import warn_user
 from .hilbert import data_center_and_half_range
 from .spectral import kernel_name
 
@@ -226,7 +227,7 @@ def check_hilbert_approximation(
     nu: float | None = None,
     *,
     half_range: float | Sequence[float] | torch.Tensor | None = None,
-    stacklevel: int = 2,
+    stacklevel: int | None = None,
 ) -> bool:
     """Warn (:class:`ApproximationWarning`) if the Hilbert approximation is likely inaccurate.
 
@@ -245,8 +246,8 @@ def check_hilbert_approximation(
         ``"se"``, ``"matern52"`` or ``"matern32"``.
     half_range : float or sequence of length D, optional
         Half-range S of the training data, to check the box covers it with margin.
-    stacklevel : int
-        Passed to :func:`warnings.warn`.
+    stacklevel : int, optional
+        Passed to :func:`warnings.warn`; None (default): the warning points at the first frame outside tnbayes.
 
     Returns
     -------
@@ -280,11 +281,11 @@ def check_hilbert_approximation(
                 f"half-range {S[d]:.4g}; use c = L/S >= {MIN_BOUNDARY_FACTOR}"
             )
     if problems:
-        warnings.warn(
-            f"Hilbert-space approximation of the {name} kernel is likely inaccurate: " + "; ".join(problems) + ".",
-            ApproximationWarning,
-            stacklevel=stacklevel,
-        )
+        message = f"Hilbert-space approximation of the {name} kernel is likely inaccurate: " + "; ".join(problems) + "."
+        if stacklevel is None:
+            warn_user(message, ApproximationWarning)
+        else:
+            warnings.warn(message, ApproximationWarning, stacklevel=stacklevel)
         return False
     return True
 

@@ -38,7 +38,6 @@ Low-precision (float32) fits accumulate the normal equations in float32 and solv
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -53,6 +52,7 @@ from tnbayes._deprecation import (
     renamed_attribute,
 )
 from tnbayes._validation import available_memory_bytes
+from tnbayes._warnings import warn_user
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows
 from tnbayes.distributed import all_reduce_sum, check_distributed
@@ -145,9 +145,9 @@ class CPDALS(InputGroupingMixin):
                  group_inputs: bool | str = "auto", distributed: bool = False,
                  regularizer: str = DEPRECATED) -> None:
         if not is_deprecated_default(regularizer):
-            warnings.warn(f"CPDALS: the parameter 'regularizer' was renamed 'penalty_form' in tnbayes {RENAMED_IN}; pass "
-                          f"penalty_form={regularizer!r} instead ('regularizer' will be removed in {REMOVED_IN}).",
-                          FutureWarning, stacklevel=2)
+            warn_user(f"CPDALS: the parameter 'regularizer' was renamed 'penalty_form' in tnbayes {RENAMED_IN}; pass "
+                      f"penalty_form={regularizer!r} instead ('regularizer' will be removed in {REMOVED_IN}).",
+                      FutureWarning)
             penalty_form = regularizer
         if not any(group_inputs is m or (isinstance(m, str) and group_inputs == m) for m in GROUPING_MODES):
             raise ValueError(f"group_inputs must be 'auto', True or False; got {group_inputs!r}.")

@@ -33,13 +33,14 @@ of it) — would end the fit past ``time_budget`` is not tried (:func:`next_rank
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from tnbayes._warnings import warn_user
 
 from .tnkf_cost import (TNKF_BLOCK_COST, TNKF_BLOCK_COST_FACTOR, TNKF_COST, tnkf_block_cost_factor,
                         tnkf_block_features, tnkf_row_features, tnkf_seconds_per_row)
@@ -403,10 +404,10 @@ def record_measured_seconds(budget: dict[str, Any], *, model: str, hyperparamete
     budget.update(hyperparameter_seconds=float(hyperparameter_seconds), filter_seconds=float(filter_seconds),
                   seconds_per_row=float(filter_seconds / max(rows, 1)), fit_seconds=float(fit_seconds))
     if time_budget is not None and estimated and hyperparameter_seconds > 0.5 * float(time_budget):
-        warnings.warn(
+        warn_user(
             f"{model}: estimating the hyper-parameters took {hyperparameter_seconds:.0f} s of the "
             f"time_budget={float(time_budget):g} s; pass a smaller hyper_max_points (now {int(hyper_max_points)}) "
-            f"or {given_instead}.", BudgetWarning, stacklevel=5)
+            f"or {given_instead}.", BudgetWarning)
     return (f"filter: {rows} rows in {format_seconds(filter_seconds)} (predicted "
             f"{format_seconds(budget['predicted_seconds'])}); fit {format_seconds(fit_seconds)}, of which "
             f"{format_seconds(hyperparameter_seconds)} estimating hyper-parameters.")

@@ -41,6 +41,7 @@ from sklearn.linear_model import lars_path_gram
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, RENAMED_IN, is_deprecated_default
 from tnbayes._deprecation import moved_names_getattr
+from tnbayes._warnings import warn_user
 
 __all__ = ["MIXTURE_PENALTIES", "MixtureWeightSolution", "mixture_weight_objective", "solve_mixture_weights"]
 
@@ -57,8 +58,8 @@ def _renamed_arguments(function: str, mixture_penalty: str, mixture_penalty_stre
         value = regularization if old == "regularization" else beta
         if is_deprecated_default(value):
             continue
-        warnings.warn(f"{function}: the argument {old!r} was renamed {new!r} in tnbayes {RENAMED_IN}; pass "
-                      f"{new}={value!r} instead ({old!r} will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=3)
+        warn_user(f"{function}: the argument {old!r} was renamed {new!r} in tnbayes {RENAMED_IN}; pass "
+                  f"{new}={value!r} instead ({old!r} will be removed in {REMOVED_IN}).", FutureWarning)
         if old == "regularization":
             mixture_penalty = value
         else:

@@ -160,11 +160,19 @@ class HilbertKernel(FeatureKernel):
             raise RuntimeError("The box is set from the first inputs the kernel sees; call the kernel on data first, or pass L.")
         return HilbertBasis(self.num_basis, L=self.box_half_width, center=self.box_center, num_dims=num_dims)
 
-    def check_approximation(self, half_range: float | Sequence[float] | None = None, *, stacklevel: int = 2) -> bool:
+    def check_approximation(self, half_range: float | Sequence[float] | None = None, *,
+                             stacklevel: int | None = None) -> bool:
         """Warn (``ApproximationWarning``) if the current lengthscale is outside what (M, L) represents.
 
         Uses the Riutort-Mayol et al. (2022) rule (SE, Matérn-3/2, Matérn-5/2 only); see
         :func:`tnbayes.basis.check_hilbert_approximation`. Call it after fitting the hyper-parameters.
+
+        Parameters
+        ----------
+        half_range : float or sequence of length D, optional
+            Half-range S of the training data, to check the box covers it with margin.
+        stacklevel : int, optional
+            Passed to :func:`warnings.warn`; None (default): the warning points at the first frame outside tnbayes.
 
         Returns
         -------
@@ -178,7 +186,7 @@ class HilbertKernel(FeatureKernel):
         for row in ls:  # one check per batch member
             ok &= check_hilbert_approximation(
                 row.cpu(), self.box_half_width.cpu(), self.num_basis, self.base, self.nu,
-                half_range=half_range, stacklevel=stacklevel + 1,
+                half_range=half_range, stacklevel=None if stacklevel is None else stacklevel + 1,
             )
         return ok
 

@@ -5,8 +5,6 @@ Part of the estimator contract (models/), not of an axis: any regressor becomes 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
@@ -14,6 +12,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
 from tnbayes._validation import ArrayLike
+from tnbayes._warnings import warn_user
 
 __all__ = ["BinaryClassifierMixin", "ClassifierContract", "as_class_labels"]
 
@@ -34,8 +33,8 @@ def as_class_labels(y: ArrayLike) -> np.ndarray:
         raise ValueError("This classifier requires y to be passed, but the target y is None: call fit(X, y).")
     labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     if labels.ndim == 2 and labels.shape[1] == 1:
-        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
-                      "(n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+        warn_user("A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+                  "(n_samples,), for example using ravel().", DataConversionWarning)
         labels = labels[:, 0]
     if labels.ndim != 1 or labels.size == 0:
         raise ValueError(f"y must be a non-empty 1-D array of class labels; got shape {labels.shape}.")

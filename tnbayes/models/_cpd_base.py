@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from tnbayes._warnings import warn_user
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
@@ -240,9 +240,9 @@ class CPDModelBase(BaseModel):
         if self.converged_ or tol <= 0 or not change > max(10.0 * tol, ALS_UNCONVERGED_CHANGE):
             return
         budget = self._sweep_budget_parameter
-        warnings.warn(f"{type(self).__name__}: ALS stopped at {budget}={sweep_budget} with the objective still "
-                      f"changing by {change:.3g} (relative) in its last sweep, far above tol={tol:g}; pass a larger "
-                      f"{budget} (or a larger tol) for a converged fit.", ConvergenceWarning, stacklevel=5)
+        warn_user(f"{type(self).__name__}: ALS stopped at {budget}={sweep_budget} with the objective still "
+                  f"changing by {change:.3g} (relative) in its last sweep, far above tol={tol:g}; pass a larger "
+                  f"{budget} (or a larger tol) for a converged fit.", ConvergenceWarning)
 
     def _check_fit_seconds(self, time_budget: float | None, held_out_refit: bool) -> None:
         """Report the fit's seconds; warn (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to
@@ -258,11 +258,11 @@ class CPDModelBase(BaseModel):
             if held_out_refit:
                 cheaper.append("noise_estimate='training' (skips the refit on held-out rows)")
             cheaper.append("fewer max_sweeps")
-            warnings.warn(f"{type(self).__name__}: the fit took {format_seconds(seconds)}, past "
-                          f"time_budget={float(time_budget):g} s (ranks tried: "
-                          f"{[entry['rank'] for entry in self.rank_search_]}); for a faster fit "
-                          f"pass {', '.join(cheaper)}, or time_budget=None to silence this warning.",
-                          BudgetWarning, stacklevel=4)
+            warn_user(f"{type(self).__name__}: the fit took {format_seconds(seconds)}, past "
+                      f"time_budget={float(time_budget):g} s (ranks tried: "
+                      f"{[entry['rank'] for entry in self.rank_search_]}); for a faster fit "
+                      f"pass {', '.join(cheaper)}, or time_budget=None to silence this warning.",
+                      BudgetWarning)
 
     def _estimates_noise_on_held_out_rows(self, X, between_sweeps) -> bool:
         """Whether σ² comes from held-out rows: ``noise_estimate="held_out"``, no given ``noise_variance``, rows in

@@ -8,10 +8,10 @@ same words. A model names its settings through three small hooks.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from tnbayes._warnings import warn_user
 from tnbayes.inference.budget import BudgetPlan, BudgetWarning, describe_plan, record_measured_seconds
 from tnbayes.inference.kalman import covariance_from_root
 from tnbayes.selection.calibration import LOST_DATA_ERROR_RATIO, PrequentialResiduals
@@ -49,10 +49,9 @@ class KalmanModelMixin:
         """The constructor arguments that fix these settings, for the over-budget warning."""
         raise NotImplementedError
 
-    def _store_plan(self, plan: BudgetPlan, *, stacklevel: int, **extra: Any) -> None:
+    def _store_plan(self, plan: BudgetPlan, **extra: Any) -> None:
         """Set ``budget_`` (``time_budget``, ``extra``, the plan, ``settings["max_rows"]``), report the choice and
-        warn (:class:`~tnbayes.inference.budget.BudgetWarning`, at ``stacklevel`` counted from the caller) when the
-        plan is over the budget."""
+        warn (:class:`~tnbayes.inference.budget.BudgetWarning`) when the plan is over the budget."""
         time_budget = self.time_budget
         self.budget_ = {"time_budget": None if time_budget is None else float(time_budget), **extra, **plan.as_dict()}
         self.budget_["settings"]["max_rows"] = plan.rows
@@ -62,7 +61,7 @@ class KalmanModelMixin:
                                       pass_text=self._budget_pass_text)
         self._report(line)
         if warning is not None:
-            warnings.warn(warning, BudgetWarning, stacklevel=stacklevel + 1)
+            warn_user(warning, BudgetWarning)
 
     def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
                        fit_seconds: float) -> None:
@@ -93,7 +92,7 @@ class KalmanModelMixin:
                        f"not to be trusted. Either rounding at the rank caps lost more over many rows than the rows "
                        f"restored, or the last rows are unlike the first (shuffle them); {self._lost_data_advice}")
             self._report(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            warn_user(message, RuntimeWarning)
 
     def posterior_cov_tt(self, tol: float = 1e-12, max_rank: int | None = None) -> TTMatrix:
         """The posterior covariance of the filtered weights, ``P = L Lᵀ`` (L = ``posterior_cov_sqrt_tt_``), rounded.

@@ -253,7 +253,7 @@ class TTKalmanBasisMixin:
                              num_dims=D)
         if name in ("se", "matern32", "matern52"):
             check_hilbert_approximation(lengthscale.tolist(), basis.L.tolist(), M, name,
-                                        half_range=half_range.tolist(), stacklevel=5)
+                                        half_range=half_range.tolist())
         return basis
 
     def _num_basis_cap(self) -> int:

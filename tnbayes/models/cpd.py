@@ -12,7 +12,6 @@ Laplace-type approximation around it (:mod:`tnbayes.inference.laplace`).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import torch
 from tnbayes._deprecation import DEPRECATED
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_inputs, check_positive
+from tnbayes._warnings import warn_user
 from tnbayes.basis import (
     ApproximationWarning,
     RULE_RELATIVE_SLACK,
@@ -304,21 +304,20 @@ class CPDKernelMachine(CPDModelBase):
         else:
             num_basis = min(need_m, int(self.max_num_basis))
             if need_m > num_basis:
-                warnings.warn(
+                warn_user(
                     f"The fitted lengthscales need M = {need_m} basis functions per input for an accurate "
                     f"kernel approximation; using max_num_basis = {num_basis}. Short lengthscales are smoothed; "
-                    f"raise max_num_basis (cost grows as M²) if the fit is poor.", ApproximationWarning, stacklevel=4)
+                    f"raise max_num_basis (cost grows as M²) if the fit is poor.", ApproximationWarning)
         if self.lengthscale is None:
             # An estimated ℓ below what M functions resolve would shrink the approximate kernel's variance
             # (every represented frequency gets ~0 weight); raise it to the shortest representable ℓ.
             shortest = resolvable_lengthscale(half_range, num_basis, c).to(self.lengthscale_)
             clamped = self.lengthscale_ < shortest * (1 - RULE_RELATIVE_SLACK)  # on it within round-off: kept
             if bool(clamped.any()):
-                warnings.warn(
+                warn_user(
                     f"Estimated lengthscales {self.lengthscale_[clamped].cpu().numpy().round(4).tolist()} of inputs "
                     f"{torch.nonzero(clamped).flatten().tolist()} are shorter than M = {num_basis} basis functions "
-                    f"resolve; raised to {shortest[clamped].cpu().numpy().round(4).tolist()}.", ApproximationWarning,
-                    stacklevel=4)
+                    f"resolve; raised to {shortest[clamped].cpu().numpy().round(4).tolist()}.", ApproximationWarning)
                 self.lengthscale_ = torch.maximum(self.lengthscale_, shortest)
         self.num_basis_ = num_basis
         self._report(

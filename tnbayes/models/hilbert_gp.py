@@ -452,7 +452,7 @@ class HilbertGP(BaseModel):
         self.neg_mll_ = float(loss)
         if rule is not None and not hybrid:  # the hybrid is a truncated expansion by design
             check_hilbert_approximation(self.lengthscale_.cpu().expand(num_dims).tolist(), self.basis_.L.tolist(),
-                                        self.num_basis_, name, half_range=half_range.tolist(), stacklevel=4)
+                                        self.num_basis_, name, half_range=half_range.tolist())
         self._store_posterior(chosen["stats"])
 
     def _num_free_hyperparameters(self, num_dims: int, fit: dict[str, Any]) -> int:

@@ -18,7 +18,6 @@ the prediction is the real part. Written in real and imaginary parts, the comple
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 
 from tnbayes._deprecation import DEPRECATED, REMOVED_IN, is_deprecated_default
 from tnbayes._sizes import check_fits_in_memory
+from tnbayes._warnings import warn_user
 from tnbayes.basis._checks import check_num_basis
 from tnbayes.basis.quantized import FEATURE_KINDS, kron_rows, quantized_factor_sizes
 from tnbayes.basis.tensor_product import CLOSED_FORM_MIN_BASIS, FourierPolynomialFeatures
@@ -340,8 +340,8 @@ class QTKM(CPDModelBase):
         torch.Tensor of shape (M,)
         """
         if not is_deprecated_default(dim):
-            warnings.warn(f"QTKM.weight_tensor: the argument dim is ignored and will be removed in tnbayes {REMOVED_IN}; "
-                          f"call weight_tensor() without it.", FutureWarning, stacklevel=2)
+            warn_user(f"QTKM.weight_tensor: the argument dim is ignored and will be removed in tnbayes {REMOVED_IN}; "
+                      f"call weight_tensor() without it.", FutureWarning)
         self._check_fitted("weight_tensor")
         if int(self.n_dims_) != 1:
             raise ValueError(f"weight_tensor needs a model with one input; this one has {self.n_dims_}.")

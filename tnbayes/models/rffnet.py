@@ -16,7 +16,6 @@ cross-entropy.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._validation import ArrayLike, check_feature_names, check_inputs
+from tnbayes._warnings import warn_user
 from tnbayes.basis.random_fourier import MIN_FEATURES, RFFNetModule, default_num_features, rff_features  # noqa: F401
 from tnbayes.inference.proximal_adam import (  # noqa: F401 (public here before the split)
     LOSSES,
@@ -146,7 +146,7 @@ class _RFFNetBase(BaseModel):
         spans = (X.max(dim=0).values - X.min(dim=0).values).to(self.relevances_)
         return float((self.relevances_.abs() * spans).max())
 
-    def _warn_mean_only(self, X: torch.Tensor, finding: str, stacklevel: int) -> None:
+    def _warn_mean_only(self, X: torch.Tensor, finding: str) -> None:
         """Warn (``ConvergenceWarning``) that the fit predicts little more than a constant, with ``finding`` (why)
         and the training that led there: with a few dozen rows an epoch is one or two Adam steps, and early
         stopping on the small validation split can end training before λ leaves its start at 0."""
@@ -155,12 +155,12 @@ class _RFFNetBase(BaseModel):
         held_out = held_out if 1 <= held_out < n else 0  # as _train splits
         steps = math.ceil((n - held_out) / int(self.batch_size))
         stopped = f"best validation loss at epoch {self.best_epoch_}" if held_out else "no validation split"
-        warnings.warn(
+        warn_user(
             f"{type(self).__name__}: {finding}. Training ran {self.epochs_} epochs of {steps} Adam "
             f"step{'s' if steps != 1 else ''} each ({stopped}) and left the "
             f"relevances at a largest |λ_j|·(range of input j) of {self._relevance_phase(X):.2g}. If y depends on X, "
             f"start the relevances away from 0 (initial_relevance=1.0) or train longer (larger patience and "
-            f"max_epochs).", ConvergenceWarning, stacklevel=stacklevel + 1)
+            f"max_epochs).", ConvergenceWarning)
 
     def _after_load(self, extra: dict[str, torch.Tensor]) -> None:
         if hasattr(self, "classes_"):
@@ -319,7 +319,7 @@ class RFFNet(_RFFNetBase):
         if explained < MEAN_ONLY_EXPLAINED:
             self._warn_mean_only(X, f"the Bayesian last layer explains {explained:.1%} of the variance of y (weight "
                                     f"prior variance {posterior.prior_variance:.3g} by marginal likelihood): the model "
-                                    f"predicts about the mean of y", stacklevel=3)  # → _fit → BaseModel.fit → caller
+                                    f"predicts about the mean of y")
         self.weight_mean_ = posterior.mean
         self.weight_eigenvectors_ = posterior.eigenvectors
         self.weight_covariance_eigenvalues_ = posterior.covariance_eigenvalues
@@ -397,7 +397,7 @@ class RFFNetClassifier(ClassifierContract, _RFFNetBase):
         if phase < CONSTANT_FEATURES_PHASE:
             self._warn_mean_only(scaled, f"every random feature is nearly constant over the training inputs "
                                          f"(phase range {phase:.2g} < {CONSTANT_FEATURES_PHASE:g}): the model predicts "
-                                         f"about the training class frequencies", stacklevel=2)  # → fit → caller
+                                         f"about the training class frequencies")
         self.classes_ = classes
         self.n_features_in_ = int(Xt.shape[1])
         self.n_train_ = int(Xt.shape[0])

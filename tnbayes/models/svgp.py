@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from typing import Any
 
 import gpytorch
@@ -31,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tnbayes._validation import check_positive
+from tnbayes._warnings import warn_user
 from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import BudgetWarning, check_time_budget, format_seconds
 from tnbayes.models._svgp_data import (describe_batches, memory_batches, place_inducing, split_validation,
@@ -556,9 +556,9 @@ class SVGP(BaseModel):
     def _report_stop(self, steps: int, max_steps: int, num_fit_rows: int) -> None:
         self._report(stop_sentence(self, steps, max_steps, num_fit_rows, EVALUATION_INTERVAL))
         if self.stop_reason_ == "time_budget" and steps < MIN_BUDGET_STEPS:
-            warnings.warn(f"SVGP: the time budget ended the fit after {steps} optimiser steps, too few for a converged "
-                          f"fit; pass a larger time_budget, fewer num_inducing or a smaller batch_size.",
-                          BudgetWarning, stacklevel=4)
+            warn_user(f"SVGP: the time budget ended the fit after {steps} optimiser steps, too few for a converged "
+                      f"fit; pass a larger time_budget, fewer num_inducing or a smaller batch_size.",
+                      BudgetWarning)
 
     def _read_fitted_values(self) -> None:
         with torch.no_grad():

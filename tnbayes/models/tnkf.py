@@ -25,6 +25,7 @@ from tnbayes._deprecation import (
     renamed_attribute,
 )
 from tnbayes._sizes import check_fits_in_memory
+from tnbayes._warnings import warn_user
 from tnbayes.inference.budget import (
     TNKF_RANK_LADDER,
     check_time_budget,
@@ -296,9 +297,9 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         if is_deprecated_default(flag) and is_deprecated_default(tol):
             return
         name = type(self).__name__
-        warnings.warn(f"{name}: the parameters 'early_stopping' and 'stop_tol' were replaced by 'early_stopping_tol' "
-                      f"in tnbayes {RENAMED_IN} (None: no early stopping); pass early_stopping_tol=<tol> instead (the "
-                      f"old names will be removed in {REMOVED_IN}).", FutureWarning, stacklevel=4)
+        warn_user(f"{name}: the parameters 'early_stopping' and 'stop_tol' were replaced by 'early_stopping_tol' "
+                  f"in tnbayes {RENAMED_IN} (None: no early stopping); pass early_stopping_tol=<tol> instead (the "
+                  f"old names will be removed in {REMOVED_IN}).", FutureWarning)
         if not is_deprecated_default(flag) and bool(flag):
             value = 1e-4 if is_deprecated_default(tol) else float(tol)
             if self.early_stopping_tol is not None and float(self.early_stopping_tol) != value:
@@ -448,7 +449,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         rules = dict(rules)
         for q in budgeted:
             rules[q] = Truncation(rules[q].tol, plan.settings[f"{q}_rank"])
-        self._store_plan(plan, stacklevel=4)
+        self._store_plan(plan)
         return rules, plan.rows
 
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
@@ -533,9 +534,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
     @property
     def posterior_cov_tt_(self) -> TTMatrix:
         """Deprecated: P = L Lᵀ rounded with the covariance truncation; use :meth:`posterior_cov_tt`."""
-        warnings.warn(f"{type(self).__name__}.posterior_cov_tt_ is deprecated since tnbayes {RENAMED_IN}; call "
-                      f"posterior_cov_tt(tol, max_rank) (it will be removed in {REMOVED_IN}).", FutureWarning,
-                      stacklevel=2)
+        warn_user(f"{type(self).__name__}.posterior_cov_tt_ is deprecated since tnbayes {RENAMED_IN}; call "
+                  f"posterior_cov_tt(tol, max_rank) (it will be removed in {REMOVED_IN}).", FutureWarning)
         self._check_fitted("posterior_cov_tt_")
         rule = Truncation.parse(self.truncation_["covariance"]) if hasattr(self, "truncation_") \
             else self._truncation_rules()["covariance"]
@@ -568,10 +568,10 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         # prior, whose variance (outputscale) the latent gets instead of the in-sample one
         unreached = torch.cat(reach) < FAR_FROM_DATA_KERNEL_RATIO
         if bool(unreached.any()):
-            warnings.warn(f"{type(self).__name__}: {int(unreached.sum())} of {X.shape[0]} inputs are beyond the "
-                          f"kernel's reach of every training input (all kernel values below "
-                          f"{FAR_FROM_DATA_KERNEL_RATIO:g} of the prior variance); there the prediction is the bias "
-                          f"with the prior's variance.", OutOfBoxWarning, stacklevel=4)
+            warn_user(f"{type(self).__name__}: {int(unreached.sum())} of {X.shape[0]} inputs are beyond the "
+                      f"kernel's reach of every training input (all kernel values below "
+                      f"{FAR_FROM_DATA_KERNEL_RATIO:g} of the prior variance); there the prediction is the bias "
+                      f"with the prior's variance.", OutOfBoxWarning)
         prior = torch.where(unreached, float(self.outputscale_), 0.0).to(mean.dtype)
         if not full_covariance:
             return mean, torch.maximum(torch.stack(variances).to(mean.dtype).clamp_min(0.0), prior)

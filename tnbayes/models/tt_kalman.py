@@ -356,7 +356,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         self.max_rank_, self.batch_size_ = plan.settings["max_rank"], int(plan.settings["batch_size"])
         smoothing_rows = num_rows if smoothing_cost == 0 or reserve >= num_rows * smoothing_cost else \
             min(num_rows, max(plan.rows, int(reserve // smoothing_cost)))
-        self._store_plan(plan, stacklevel=5, rule_num_basis=int(rule_num_basis), smoothing_rows=smoothing_rows,
+        self._store_plan(plan, rule_num_basis=int(rule_num_basis), smoothing_rows=smoothing_rows,
                          smoothing_reserve=reserve if budget is not None else 0.0,
                          smoothing_predicted_seconds=smoothing_rows * smoothing_cost)
         if smoothing_cost:

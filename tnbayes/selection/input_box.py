@@ -20,9 +20,9 @@ Part of the selection layer, beside the three axes: it guards the basis axis's d
 
 from __future__ import annotations
 
-import warnings
-
 import torch
+
+from tnbayes._warnings import warn_user
 
 __all__ = ["OUT_OF_BOX_POLICIES", "OutOfBoxWarning", "apply_input_box", "check_out_of_box_policy", "prediction_box"]
 
@@ -118,10 +118,10 @@ def apply_input_box(X: torch.Tensor, box: torch.Tensor, policy: str, *, shift: t
             f"represent inputs beyond that region. Pass out_of_box='clip' to predict them as the nearest edge point, "
             f"or {remedy}."
         )
-    warnings.warn(
+    warn_user(
         f"{rows} of {X.shape[0]} test rows lie outside the region this {model_name} represents ({ranges}, in the "
         f"units of X); they were clipped to its edge, so their predictions are those of the nearest edge point. "
         f"To reach further, {remedy}; pass out_of_box='raise' to refuse such inputs instead.",
-        OutOfBoxWarning, stacklevel=4,
+        OutOfBoxWarning
     )
     return torch.maximum(torch.minimum(X, high), low)

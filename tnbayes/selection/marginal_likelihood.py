@@ -42,6 +42,7 @@ import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
+from tnbayes._warnings import warn_user
 from tnbayes.basis.spectral import KERNEL_ALIASES
 from tnbayes.selection.leave_one_out import leave_one_out_loss, leave_one_out_r2, leave_one_out_scores
 
@@ -521,7 +522,7 @@ def fit_marginal_likelihood(X: torch.Tensor, y: torch.Tensor, settings: Marginal
         try:
             loss = _optimise(target, settings)
         except (NotPSDError, NanError) as err:  # even the starting values gave a singular matrix
-            warnings.warn(f"ML-II run from the {label} failed ({err}); skipped.", RuntimeWarning, stacklevel=3)
+            warn_user(f"ML-II run from the {label} failed ({err}); skipped.", RuntimeWarning)
             loss = math.nan
         result.history.append(loss)
         result.starts.append(label)

@@ -1,0 +1,56 @@
+"""Every warning a fit or a prediction raises points at the caller's line (the first frame outside tnbayes)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tnbayes
+from tnbayes.data import ChunkedData
+
+
+def _rows(n=60, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, d))
+    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+
+
+def _sine():
+    """30 rows of a 1-D sine on which RFFNet() predicts the mean (see tests/models/test_rffnet.py)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (330, 1))
+    return X[:30], np.sin(2 * X[:30, 0]) + 0.1 * rng.standard_normal(330)[:30]
+
+
+def _caught(action):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        action()
+    return caught
+
+
+CASES = {
+    "column-vector y": lambda: tnbayes.CPDKernelMachine(max_num_basis=4, rank=2).fit(_rows()[0], _rows()[1][:, None]),
+    "ALS sweep budget": lambda: tnbayes.CPDKernelMachine(max_num_basis=8, rank=4, max_sweeps=1).fit(*_rows()),
+    "chunked ALS sweep budget": lambda: tnbayes.QTKM(max_sweeps=1).fit(
+        ChunkedData.from_arrays(*_rows(), chunk_size=20)),
+    "predictions outside the box": lambda: tnbayes.CPDKernelMachine(max_num_basis=4, rank=2).fit(*_rows()).posterior(
+        3 * _rows()[0]),
+    "TNKF far from the data": lambda: tnbayes.TNKF().fit(*_rows()).posterior(50 * _rows()[0]),
+    "TNKF over its budget": lambda: tnbayes.TNKF(time_budget=1e-3).fit(*_rows()),
+    "TTKalmanGP over its budget": lambda: tnbayes.TTKalmanGP(time_budget=1e-3).fit(*_rows()),
+    "CPD over its budget": lambda: tnbayes.CPDKernelMachine(time_budget=1e-3).fit(*_rows()),
+    "HilbertGP box too small": lambda: tnbayes.HilbertGP(num_basis=4).fit(*_rows(d=1)),
+    "RFFNet predicts the mean": lambda: tnbayes.RFFNet().fit(*_sine()),
+    "classifier column-vector y": lambda: tnbayes.TNKFClassifier().fit(_rows()[0], (_rows()[1] > 0)[:, None]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_warning_points_at_the_caller(case):
+    caught = _caught(CASES[case])
+    assert caught, f"{case}: expected a warning"
+    for w in caught:
+        assert w.filename == __file__, f"{case}: {w.category.__name__} points at {w.filename}:{w.lineno}"

@@ -1,0 +1,32 @@
+"""Where the package's warnings point: at the line of the caller's code that called into tnbayes.
+
+A warning is raised deep inside a fit (a selection layer, a cost model, a chunked pass over the rows), and the call
+path from the user's ``fit`` or ``posterior`` to it differs between models and between in-memory and chunked fits,
+so no fixed ``stacklevel`` is right everywhere. :func:`warn_user` counts it at run time instead: it points at the
+first frame outside the package (the user's line; scikit-learn's, when a Pipeline or a search made the call), so the
+printed location and ``warnings.filterwarnings(module=...)`` refer to the caller's code. It belongs to no axis.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+__all__ = ["warn_user"]
+
+_PACKAGE_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """:func:`warnings.warn` with the ``stacklevel`` of the first frame outside tnbayes.
+
+    Parameters
+    ----------
+    message : str
+    category : type of Warning
+    """
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of this function
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_PREFIX):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
