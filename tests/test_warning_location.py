@@ -24,6 +24,10 @@ def _sine():
     return X[:30], np.sin(2 * X[:30, 0]) + 0.1 * rng.standard_normal(330)[:30]
 
 
+def _import_renamed():
+    from tnbayes.inference.als import REGULARIZERS  # noqa: F401 (the FutureWarning of a renamed name)
+
+
 def _caught(action):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -44,6 +48,8 @@ CASES = {
     "CPD over its budget": lambda: tnbayes.CPDKernelMachine(time_budget=1e-3).fit(*_rows()),
     "HilbertGP box too small": lambda: tnbayes.HilbertGP(num_basis=4).fit(*_rows(d=1)),
     "RFFNet predicts the mean": lambda: tnbayes.RFFNet().fit(*_sine()),
+    "a renamed module attribute": lambda: __import__("tnbayes.inference.als", fromlist=["REGULARIZERS"]).REGULARIZERS,
+    "a renamed name imported": lambda: _import_renamed(),
     "classifier column-vector y": lambda: tnbayes.TNKFClassifier().fit(_rows()[0], (_rows()[1] > 0)[:, None]),
 }
 

@@ -27,6 +27,15 @@ def warn_user(message: str, category: type[Warning]) -> None:
     category : type of Warning
     """
     frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of this function
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_PREFIX):
-        frame, level = frame.f_back, level + 1
+    while frame is not None and (_is_import_machinery(frame) or
+                                 os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_PREFIX)):
+        if not _is_import_machinery(frame):  # warnings.warn does not count those frames either
+            level += 1
+        frame = frame.f_back
     warnings.warn(message, category, stacklevel=level)
+
+
+def _is_import_machinery(frame: object) -> bool:
+    """Whether ``frame`` runs importlib's bootstrap code, which :func:`warnings.warn` skips when it counts."""
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
