@@ -54,9 +54,32 @@ CASES = {
 }
 
 
+#: the warning each case must raise (any other it raises must point at the caller too)
+EXPECTED = {
+    "column-vector y": "DataConversionWarning", "classifier column-vector y": "DataConversionWarning",
+    "ALS sweep budget": "ConvergenceWarning", "chunked ALS sweep budget": "ConvergenceWarning",
+    "RFFNet predicts the mean": "ConvergenceWarning", "predictions outside the box": "OutOfBoxWarning",
+    "TNKF far from the data": "OutOfBoxWarning", "TNKF over its budget": "BudgetWarning",
+    "TTKalmanGP over its budget": "BudgetWarning", "CPD over its budget": "BudgetWarning",
+    "HilbertGP box too small": "ApproximationWarning", "a renamed module attribute": "FutureWarning",
+    "a renamed name imported": "FutureWarning",
+}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_warning_points_at_the_caller(case):
     caught = _caught(CASES[case])
-    assert caught, f"{case}: expected a warning"
+    assert EXPECTED[case] in {w.category.__name__ for w in caught}, \
+        f"{case}: expected a {EXPECTED[case]}, got {[w.category.__name__ for w in caught]}"
     for w in caught:
         assert w.filename == __file__, f"{case}: {w.category.__name__} points at {w.filename}:{w.lineno}"
+
+
+def test_an_explicit_stacklevel_of_the_public_check_is_kept():
+    """``check_hilbert_approximation(stacklevel=1)`` points at the check itself; by default at the caller."""
+    from tnbayes.basis import check_hilbert_approximation
+
+    default = _caught(lambda: check_hilbert_approximation(0.05, 1.0, 4, "se"))
+    explicit = _caught(lambda: check_hilbert_approximation(0.05, 1.0, 4, "se", stacklevel=1))
+    assert [w.filename for w in default] == [__file__]
+    assert len(explicit) == 1 and explicit[0].filename.endswith("rules.py")

@@ -122,6 +122,6 @@ def apply_input_box(X: torch.Tensor, box: torch.Tensor, policy: str, *, shift: t
         f"{rows} of {X.shape[0]} test rows lie outside the region this {model_name} represents ({ranges}, in the "
         f"units of X); they were clipped to its edge, so their predictions are those of the nearest edge point. "
         f"To reach further, {remedy}; pass out_of_box='raise' to refuse such inputs instead.",
-        OutOfBoxWarning
+        OutOfBoxWarning,
     )
     return torch.maximum(torch.minimum(X, high), low)
