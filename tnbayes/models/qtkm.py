@@ -34,14 +34,16 @@ from tnbayes.inference.budget import check_time_budget
 from tnbayes.models._cpd_base import CPDModelBase
 from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import check_noise_estimate
-from tnbayes.selection.cross_validation import (  # noqa: F401 - public here since the first release
+from tnbayes.selection.cross_validation import (  # noqa: F401 - the grids and KRR names public here since 0.1
+    DEFAULT_BINARY_WIDTH_GRID,
     DEFAULT_PENALTY_GRID,
     DEFAULT_PERIOD_GRID,
     PAPER_PENALTY_GRID,
     KRRSelection,
+    select_binary_column_width,
     select_krr_hyperparameters,
+    two_valued_columns,
 )
-from tnbayes.selection.cross_validation import DEFAULT_BINARY_WIDTH_GRID, select_binary_column_width, two_valued_columns
 
 __all__ = ["QTKM", "TKM", "KRRSelection", "select_krr_hyperparameters", "DEFAULT_PENALTY_GRID", "PAPER_PENALTY_GRID",
            "DEFAULT_PERIOD_GRID"]
