@@ -11,9 +11,14 @@ import torch
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # the cores this process may run on (taskset, cgroups), not the machine's: more threads than cores oversubscribe
-# them, which made the GPyTorch-heavy tests 5–10× slower under `taskset -c 1`
+# them, which made the GPyTorch-heavy tests 5–10× slower under `taskset -c 1`; under pytest-xdist (`make test` runs
+# one worker per core) the workers share the cores, and so do the child processes a test starts (OMP_NUM_THREADS)
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-torch.set_num_threads(min(2, _CORES))
+_WORKERS = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+_THREADS = max(1, min(2, _CORES // _WORKERS))
+torch.set_num_threads(_THREADS)
+if _WORKERS > 1:
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(_THREADS)
 
 
 def _gpytorch_settings() -> dict[tuple[object, str], object]:
