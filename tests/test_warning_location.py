@@ -28,6 +28,36 @@ def _import_renamed():
     from tnbayes.inference.als import REGULARIZERS  # noqa: F401 (the FutureWarning of a renamed name)
 
 
+def _renamed_function_argument():
+    import torch
+
+    from tnbayes.inference.mixture_weights import solve_mixture_weights
+
+    F = torch.eye(3, dtype=torch.float64)
+    solve_mixture_weights(F, torch.ones(3, dtype=torch.float64), regularization="l2")
+
+
+def _tnkf_deprecated_names():
+    model = tnbayes.TNKF(early_stopping=True, hyper_max_points=40).fit(*_rows(40))  # the alias warns in fit
+    return model.posterior_cov_tt_  # a deprecated property
+
+
+def _qtkm_ignored_argument():
+    X, y = _rows(40, d=1)
+    tnbayes.QTKM(max_sweeps=2, tol=0.0).fit(X, y).weight_tensor(dim=0)
+
+
+def _compare_with_a_failing_run():
+    from tnbayes.compare import compare
+    from tnbayes.datasets import make_sinc
+
+    def failing(run):
+        raise ValueError("this model cannot be built")
+
+    compare({"failing": failing}, ["sinc"], splits=[0], on_error="record", progress=False, figures=False,
+            load=lambda name, split: make_sinc(n_train=20, n_test=10, seed=split))
+
+
 def _caught(action):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -51,6 +81,11 @@ CASES = {
     "a renamed module attribute": lambda: __import__("tnbayes.inference.als", fromlist=["REGULARIZERS"]).REGULARIZERS,
     "a renamed name imported": lambda: _import_renamed(),
     "classifier column-vector y": lambda: tnbayes.TNKFClassifier().fit(_rows()[0], (_rows()[1] > 0)[:, None]),
+    "a renamed model parameter": lambda: tnbayes.FLModel(beta=0.1, max_sweeps=1).fit(*_rows()),
+    "a renamed function argument": _renamed_function_argument,
+    "TNKF's deprecated alias and property": _tnkf_deprecated_names,
+    "QTKM's ignored argument": _qtkm_ignored_argument,
+    "compare: a run that failed": _compare_with_a_failing_run,
 }
 
 
@@ -62,7 +97,9 @@ EXPECTED = {
     "TNKF far from the data": "OutOfBoxWarning", "TNKF over its budget": "BudgetWarning",
     "TTKalmanGP over its budget": "BudgetWarning", "CPD over its budget": "BudgetWarning",
     "HilbertGP box too small": "ApproximationWarning", "a renamed module attribute": "FutureWarning",
-    "a renamed name imported": "FutureWarning",
+    "a renamed name imported": "FutureWarning", "a renamed model parameter": "FutureWarning",
+    "a renamed function argument": "FutureWarning", "TNKF's deprecated alias and property": "FutureWarning",
+    "QTKM's ignored argument": "FutureWarning", "compare: a run that failed": "RuntimeWarning",
 }
 
 

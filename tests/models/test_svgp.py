@@ -245,8 +245,9 @@ def test_a_small_time_budget_lowers_the_inducing_points_and_warns_when_it_ends_t
     budget_warnings = [w for w in caught if issubclass(w.category, BudgetWarning)]
     ended_early = model.stop_reason_ == "time_budget" and model.n_iter_ < 300
     assert len(budget_warnings) == int(ended_early)
-    with pytest.warns(BudgetWarning, match="time budget ended the fit after"):
+    with pytest.warns(BudgetWarning, match="time budget ended the fit after") as ended:
         tnbayes.SVGP(time_budget=1.0).fit(X, y)  # the pilot alone takes longer
+    assert {w.filename for w in ended if issubclass(w.category, BudgetWarning)} == {__file__}  # the caller's line
 
 
 @pytest.mark.parametrize("settings, chunked", [({"natural_gradient": False}, False),

@@ -183,8 +183,9 @@ def test_kalman_filters_warn_when_their_last_rows_are_predicted_worse_than_by_th
         (lambda X, y: (ChunkedData.from_arrays(X, y, 60),))
     with pytest.warns(RuntimeWarning, match="has lost the data") as caught:
         model = model_class(**settings).fit(*data(*_flipped_stream()))
-    lost = [str(w.message) for w in caught if "lost the data" in str(w.message)]
-    assert len(lost) == 1 and f"last {round(HELD_OUT_FRACTION * 300)} rows" in lost[0]
+    lost = [w for w in caught if "lost the data" in str(w.message)]
+    assert len(lost) == 1 and f"last {round(HELD_OUT_FRACTION * 300)} rows" in str(lost[0].message)
+    assert lost[0].filename == __file__  # the caller's line, not the filter's
     assert any("lost the data" in line for line in model.fit_report_)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
