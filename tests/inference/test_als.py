@@ -198,3 +198,41 @@ def test_regularizers_is_a_deprecated_alias_of_penalty_forms():
     for module in (tnbayes.inference, als):
         with pytest.warns(FutureWarning, match="PENALTY_FORMS"):
             assert module.REGULARIZERS == tnbayes.inference.PENALTY_FORMS == ("full", "diagonal")
+
+
+def test_a_deadline_ends_the_sweeps_only_before_one_that_would_end_past_it():
+    """At least one sweep runs; a deadline already past stops after it, one that falls on the last sweep does not
+    count as a stop, and no deadline runs every sweep."""
+    import time
+
+    X, y = (torch.tensor(a) for a in _data(200))
+    feats = FourierPolynomialFeatures(2, 6, period=3.0)
+
+    def run(deadline):
+        engine = CPDALS(feats, X, y, 3, 1e-3, seed=0)
+        engine.run(4, tol=0.0, deadline=deadline)
+        return engine
+
+    past = run(time.perf_counter() - 1.0)
+    assert len(past.sweep_objectives) == 1 and past.stopped_at_deadline and not past.converged
+    free = run(None)
+    assert len(free.sweep_objectives) == 4 and not free.stopped_at_deadline
+    far = run(time.perf_counter() + 3600.0)
+    assert len(far.sweep_objectives) == 4 and not far.stopped_at_deadline
+    np.testing.assert_allclose(far.sweep_objectives, free.sweep_objectives)  # the deadline changes no sweep
+    single = CPDALS(feats, X, y, 3, 1e-3, seed=0)
+    single.run(1, tol=0.0, deadline=time.perf_counter() - 1.0)  # one sweep asked, one run: not a stop
+    assert len(single.sweep_objectives) == 1 and not single.stopped_at_deadline
+
+
+def test_largest_rank_with_partial_products_is_where_the_engine_keeps_them():
+    from tnbayes.inference.als import PARTIAL_PRODUCT_COPIES, largest_rank_with_partial_products
+
+    X, y = (torch.tensor(a) for a in _data(120))
+    feats = PeriodMixtureFeatures(2, 8, (1.5, 3.0), center=0.0)
+    per_rank = feats.num_modes * feats.num_components * X.shape[0] * 16  # complex128
+    budget = PARTIAL_PRODUCT_COPIES * per_rank * 5 + per_rank  # room for rank 5, not 6
+    assert largest_rank_with_partial_products(feats, X.shape[0], torch.float64, memory_budget=budget) == 5
+    for rank, kept in ((5, True), (6, False)):
+        engine = CPDALS(feats, X, y, rank, 1e-3, seed=0, memory_budget=budget)
+        assert engine.caches_projections and engine.keeps_partial_products == kept

@@ -65,3 +65,34 @@ def test_bad_time_budget(model, budget):
     X, y = _data(30)
     with pytest.raises(ValueError, match="time_budget"):
         model(time_budget=budget).fit(X, y)
+
+
+def test_rank_within_budget_scales_by_the_square_of_the_rank_ratio():
+    from tnbayes.inference.budget import rank_within_budget
+
+    assert rank_within_budget(40, 30.0, 60.0) == 40  # fits: kept
+    assert rank_within_budget(40, 240.0, 60.0) == 20  # (20/40)² · 240 = 60
+    assert rank_within_budget(40, 240.0, -5.0) == 2  # the budget is spent: the floor
+    assert rank_within_budget(1, 240.0, 0.0) == 1  # never above the rank asked for
+
+
+def test_fl_lowers_its_rank_and_its_sweeps_to_the_budget_and_says_so():
+    """FL has no rank search: above ALS_PROBE_ROWS rows it times a probe, lowers its automatic rank, and stops ALS
+    before a sweep past the budget. A budget far below any fit (1 ns) makes the outcome independent of the
+    machine: the floor rank 2, one sweep, a BudgetWarning."""
+    from tnbayes.inference.budget import ALS_PROBE_ROWS
+
+    X, y = _data(ALS_PROBE_ROWS + 200)
+    with pytest.warns(BudgetWarning, match="ended ALS after 1 of 3 sweeps"):
+        tight = tnbayes.FLModel(time_budget=1e-9, max_sweeps=3).fit(X, y)
+    automatic = tight._auto_rank(X.shape[0], tight.features_)
+    assert automatic > 2 and tight.rank_ == 2 and tight.n_iter_ == 1
+    assert any(line.startswith(f"time budget: rank 2 instead of {automatic}") and f"pass rank={automatic}" in line
+               for line in tight.fit_report_)
+    # the probe's sweep and λ update left no record: two objectives and one λ per sweep of the fit
+    assert len(tight.objective_history_) == 2 * tight.n_iter_ and len(tight.feature_weight_history_) == 1 + tight.n_iter_
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)  # no budget: the automatic rank, every sweep, no warning
+        free = tnbayes.FLModel(time_budget=None, max_sweeps=1).fit(X, y)
+    assert free.rank_ == automatic and not any(line.startswith("time budget") for line in free.fit_report_)

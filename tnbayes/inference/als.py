@@ -38,6 +38,7 @@ Low-precision (float32) fits accumulate the normal equations in float32 and solv
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -61,12 +62,46 @@ from tnbayes.inference.spd import CoreSystem, solve_spd
 from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
 from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections, project_onto
 
-__all__ = ["CPDALS", "PENALTY_FORMS"]
+__all__ = ["CPDALS", "PARTIAL_PRODUCT_COPIES", "PENALTY_FORMS", "largest_rank_with_partial_products"]
 
 #: the values of ``penalty_form``: λ‖W‖² exactly, or only the diagonal of each core's penalty matrix
 PENALTY_FORMS = ("full", "diagonal")
 
 __getattr__ = moved_names_getattr(__name__, {"REGULARIZERS": (__name__, "PENALTY_FORMS")})  # renamed in 0.2
+
+#: the projection cache and its prefix and suffix products: this many copies of K·P·N·R numbers
+PARTIAL_PRODUCT_COPIES = 3
+
+
+def largest_rank_with_partial_products(features: TensorProductFeatures, num_rows: int, dtype: torch.dtype, *,
+                                       memory_budget: int | None = None,
+                                       device: torch.device | str | None = None) -> int:
+    """The largest rank at which :class:`CPDALS` keeps the prefix and suffix products of its projection cache
+    (:attr:`CPDALS.keeps_partial_products`): above it each core's product over the other modes is rebuilt from
+    the K projections, O(K²) Hadamard products per sweep instead of O(K).
+
+    Parameters
+    ----------
+    features : TensorProductFeatures
+    num_rows : int
+        In-memory training rows N.
+    dtype : torch.dtype
+        The real dtype of the fit (complex features double the bytes).
+    memory_budget : int, optional
+        Bytes (default: a quarter of the memory available on ``device``, as the engine's).
+    device : torch.device or str, optional
+
+    Returns
+    -------
+    int
+        ≥ 0.
+    """
+    complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+    itemsize = torch.empty((), dtype=complex_dtype if features.is_complex else dtype).element_size()
+    if memory_budget is None:
+        memory_budget = available_memory_bytes(device if device is not None else "cpu") // 4
+    per_rank = features.num_modes * features.num_components * int(num_rows) * itemsize
+    return int(memory_budget) // (PARTIAL_PRODUCT_COPIES * per_rank)
 
 
 class CPDALS(InputGroupingMixin):
@@ -125,6 +160,9 @@ class CPDALS(InputGroupingMixin):
     converged : bool
         Whether the last :meth:`run` stopped because a sweep changed the objective by less than ``tol``
         (relative), rather than by using up ``max_sweeps``.
+    stopped_at_deadline : bool
+        Whether the last :meth:`run` stopped before ``max_sweeps`` because its ``deadline`` left no room for
+        another sweep.
     last_relative_change : float
         ``|J_prev − J| / |J_prev|`` of the last sweep run (NaN before any sweep).
     last_system : CoreSystem or None
@@ -221,12 +259,13 @@ class CPDALS(InputGroupingMixin):
         self.history: list[float] = []
         self.sweep_objectives: list[float] = []
         self.converged = False
+        self.stopped_at_deadline = False
         self.last_relative_change = math.nan
         self.last_system: CoreSystem | None = None
         # φ_k of the training rows per mode (see _training_features); emptied when the active components change
         self._feature_cache: dict[int, torch.Tensor] = {}
         self._projections = self._all_projections() if self.caches_projections else None
-        self.keeps_partial_products = self.caches_projections and 3 * cache_bytes <= memory_budget
+        self.keeps_partial_products = self.caches_projections and PARTIAL_PRODUCT_COPIES * cache_bytes <= memory_budget
         # prefix and suffix products of the cached projections (see _product_except)
         self._partial = PartialProducts(features.num_modes)
         residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source is read once)
@@ -428,7 +467,7 @@ class CPDALS(InputGroupingMixin):
         return list(range(K)) + list(range(K - 2, 0, -1))
 
     def run(self, max_sweeps: int = 10, tol: float = 1e-6, *, progress: bool = False,
-            between_sweeps=None) -> list[float]:
+            between_sweeps=None, deadline: float | None = None) -> list[float]:
         """Sweep until the relative objective change of a sweep is below ``tol`` or ``max_sweeps`` is reached.
 
         A final update of core 0 closes the last sweep (as in T-KRR's code), so :attr:`last_system` holds
@@ -443,6 +482,9 @@ class CPDALS(InputGroupingMixin):
             Show a tqdm progress bar.
         between_sweeps : callable, optional
             Called as ``between_sweeps(self)`` after every sweep (FL updates its mixture weights there).
+        deadline : float, optional
+            A ``time.perf_counter()`` value: after each sweep, no further sweep starts when another of the last
+            one's length would end past it (:attr:`stopped_at_deadline`; at least one sweep runs).
 
         Returns
         -------
@@ -451,15 +493,17 @@ class CPDALS(InputGroupingMixin):
 
         Notes
         -----
-        Sets :attr:`converged` (the tolerance ended the sweeps) and :attr:`last_relative_change`.
+        Sets :attr:`converged` (the tolerance ended the sweeps), :attr:`stopped_at_deadline` and
+        :attr:`last_relative_change`.
         """
         if not math.isfinite(float(tol)) or tol < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {tol!r}.")
         order = self.sweep_order()
         previous = self.history[-1]
         bar = tqdm(range(int(max_sweeps)), desc="ALS sweeps", disable=not progress, leave=False)
-        self.converged = False
-        for _ in bar:
+        self.converged = self.stopped_at_deadline = False
+        for sweep in bar:
+            sweep_started = time.perf_counter()
             for position, mode in enumerate(order):
                 following = order[position + 1] if position + 1 < len(order) else order[0]
                 self.update_core(mode, following)
@@ -474,6 +518,10 @@ class CPDALS(InputGroupingMixin):
                 self.converged = True
                 break
             previous = current
+            now = time.perf_counter()
+            if deadline is not None and sweep + 1 < int(max_sweeps) and now + (now - sweep_started) > deadline:
+                self.stopped_at_deadline = True
+                break
         bar.close()
         if self.features.num_modes > 1 or self.last_system is None or between_sweeps is not None:
             self.update_core(order[0], None)

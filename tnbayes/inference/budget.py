@@ -48,9 +48,11 @@ from .tnkf_cost import (TNKF_BLOCK_COST, TNKF_BLOCK_COST_FACTOR, TNKF_COST, tnkf
 __all__ = [
     "BudgetWarning",
     "BudgetPlan",
+    "ALS_PROBE_ROWS",
     "HELD_OUT_REFIT_SHARE",
     "als_rank_seconds",
     "next_rank_fits_budget",
+    "rank_within_budget",
     "BATCH_SIZE_SAVING",
     "HYPERPARAMETER_SHARE",
     "MIN_ROWS",
@@ -435,6 +437,38 @@ def als_rank_seconds(measured_seconds: float, measured_rank: int, rank: int) -> 
     float
     """
     return float(measured_seconds) * (float(rank) / float(measured_rank)) ** 2
+
+
+#: rows of the seeded subsample on which a model without a rank search (FL) times ALS's set-up and one sweep at its
+#: automatic rank before the fit: both grow linearly in N (the normal equations, O(N (M_k R)²)), so the probe's
+#: seconds times N / rows predict the fit's, on the long side (the O((M_k R)³) solves do not grow with N)
+ALS_PROBE_ROWS = 4000
+
+
+def rank_within_budget(rank: int, predicted_seconds: float, available_seconds: float, *, min_rank: int = 2) -> int:
+    """The largest rank ≤ ``rank`` whose ALS fit ends within ``available_seconds``, by :func:`als_rank_seconds`'s
+    (R'/R)² scaling of the fit predicted at ``rank``.
+
+    Parameters
+    ----------
+    rank : int
+        The rank the model would fit without a budget.
+    predicted_seconds : float
+        Predicted seconds of its fit.
+    available_seconds : float
+        Seconds left in the budget.
+    min_rank : int
+        The smallest rank returned (a model needs a few components even when the budget is spent).
+
+    Returns
+    -------
+    int
+        Between ``min(min_rank, rank)`` and ``rank``.
+    """
+    if float(predicted_seconds) <= float(available_seconds):
+        return int(rank)
+    scaled = int(int(rank) * math.sqrt(max(float(available_seconds), 0.0) / float(predicted_seconds)))
+    return max(min(int(min_rank), int(rank)), min(int(rank), scaled))
 
 
 def next_rank_fits_budget(time_budget: float | None, elapsed_seconds: float, measured_seconds: float,

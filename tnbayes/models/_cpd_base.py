@@ -145,7 +145,8 @@ class CPDModelBase(BaseModel):
     def _fit_cpd(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, ranks: Sequence[int],
                  penalty: float, reference_noise: float | None, *, penalty_form: str = "full",
                  component_weights: torch.Tensor | None = None, between_sweeps=None,
-                 max_sweeps: int | None = None, initial_factors: Sequence[torch.Tensor] | None = None) -> CPDALS:
+                 max_sweeps: int | None = None, initial_factors: Sequence[torch.Tensor] | None = None,
+                 sweeps_within_budget: bool = False) -> CPDALS:
         """Run ALS for each rank in turn; keep the first whose residual noise is within 10% of the reference.
 
         Parameters
@@ -169,6 +170,10 @@ class CPDModelBase(BaseModel):
             Sweep budget (default ``self.max_sweeps``).
         initial_factors : sequence of torch.Tensor of shape (M_k, R), optional
             Initial cores (one rank only; default: the engine's seeded random draw).
+        sweeps_within_budget : bool
+            End ALS when another sweep would end past ``time_budget`` (counted from the start of ``fit``), as a
+            model without a rank search needs (FL); reported in ``fit_report_`` with a
+            :class:`~tnbayes.inference.budget.BudgetWarning`.
 
         Returns
         -------
@@ -187,7 +192,17 @@ class CPDModelBase(BaseModel):
             engine = CPDALS(features, X, y, int(rank), penalty, penalty_form=penalty_form, chunk_size=self.chunk_size,
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
-            engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps)
+            deadline = self._fit_started + float(time_budget) if sweeps_within_budget and time_budget is not None \
+                else None
+            engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol),
+                       progress=bool(self.verbose), between_sweeps=between_sweeps, deadline=deadline)
+            if engine.stopped_at_deadline:
+                message = (f"{type(self).__name__}: the time budget ended ALS after {len(engine.sweep_objectives)} "
+                           f"of {int(self.max_sweeps if max_sweeps is None else max_sweeps)} sweeps (another would "
+                           f"have ended past time_budget={float(time_budget):g} s); pass a larger time_budget, a "
+                           f"smaller rank (now {int(rank)}) or fewer max_sweeps.")
+                self._report(message)
+                warn_user(message, BudgetWarning)
             seconds = time.perf_counter() - started
             residual = self._residual_noise(engine, engine.num_rows, penalty)
             self.rank_search_.append({"rank": int(rank), "residual_noise_variance": residual,

@@ -24,6 +24,8 @@ from tnbayes._deprecation import DEPRECATED, moved_names_getattr, renamed_attrib
 from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.basis._checks import check_num_basis
+from tnbayes.inference.als import CPDALS, largest_rank_with_partial_products
+from tnbayes.inference.budget import ALS_PROBE_ROWS, check_time_budget, format_seconds, rank_within_budget
 from tnbayes.inference.mixture_weights import MIXTURE_PENALTIES, mixture_weight_objective, solve_mixture_weights
 from tnbayes.models._cpd_base import CPDModelBase
 from tnbayes.models.registry import register_model
@@ -54,7 +56,7 @@ class FeatureLearningKM(CPDModelBase):
     ----------
     rank : int, optional
         CP rank R. Default: chosen so the model has about N/2 parameters (2 ≤ R ≤ 50), the under-parameterised
-        regime the paper works in.
+        regime the paper works in, lowered where its fit would end past ``time_budget``.
     num_basis : int
         Fourier features per input M (quantized into its prime factors: K = log2 M cores of size 2 for M = 2^K).
     periods : sequence of float
@@ -87,6 +89,16 @@ class FeatureLearningKM(CPDModelBase):
         all ``max_sweeps``, as the paper).
     uncertainty : {"all_cores", "last_core", "none"}
         Laplace variant for ``posterior`` (see :class:`~tnbayes.CPDKernelMachine`), at the learned λ.
+    time_budget : float or None
+        Seconds the fit should take (default 60; None: no budget). With ``rank=None`` and more than
+        :data:`~tnbayes.inference.budget.ALS_PROBE_ROWS` rows, the automatic rank is first capped where ALS keeps its
+        products over the other cores in memory (:func:`~tnbayes.inference.als.largest_rank_with_partial_products`;
+        above it a sweep costs O(K) times more), then ALS's set-up and one sweep (with its λ update) at that rank are
+        timed on that many seeded rows; when that time, scaled by N / rows and by ``max_sweeps``, would end the fit past
+        the budget, the rank is lowered by the (R'/R)² scaling of :func:`~tnbayes.inference.budget.als_rank_seconds` (at
+        least 2; reported in ``fit_report_``). ALS then stops before a sweep that would end past the budget, and a fit
+        cut short, or one that still took more than 1.5 times the budget, warns
+        (:class:`~tnbayes.inference.budget.BudgetWarning`).
     out_of_box : {"clip", "raise"}
         Queries beyond the prediction box — the training range [0, 1] extended by half the way to θ_min/2 from its
         centre, where the shortest period would wrap around (see :meth:`input_box`) — are clipped to its edge with
@@ -161,6 +173,7 @@ class FeatureLearningKM(CPDModelBase):
                  initial_weights: str | Sequence[float] = "uniform", quantized: bool = True,
                  normalize_features: bool = True,
                  noise_variance: float | None = None, tol: float = 0.0, uncertainty: str = "all_cores",
+                 time_budget: float | None = 60.0,
                  out_of_box: str = "clip", chunk_size: int | None = None, seed: int = 0, normalize_y: bool = True,
                  dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                  verbose: bool = False, alpha: float | str | None = DEPRECATED, beta: float | str = DEPRECATED,
@@ -173,6 +186,7 @@ class FeatureLearningKM(CPDModelBase):
         if self.mixture_penalty not in FL_MIXTURE_PENALTIES:
             raise ValueError(f"mixture_penalty must be one of {FL_MIXTURE_PENALTIES}; got {self.mixture_penalty!r}.")
         check_num_basis(self.num_basis)
+        check_time_budget(self.time_budget)
         self._check_shared_parameters()
         periods = list(self.periods) if self.periods is not None else []
         if not periods or any(not math.isfinite(float(p)) or float(p) < 1.0 for p in periods):
@@ -220,6 +234,58 @@ class FeatureLearningKM(CPDModelBase):
     def _auto_rank(self, n: int, features: PeriodMixtureFeatures) -> int:
         per_rank = sum(features.mode_sizes)
         return int(min(50, max(2, n // (2 * per_rank))))
+
+    def _budget_rank(self, X: torch.Tensor, y: torch.Tensor, features: PeriodMixtureFeatures, rank: int,
+                     penalty: float, weights: torch.Tensor, between_sweeps) -> int:
+        """The automatic ``rank``, lowered when its fit is predicted to end past ``time_budget`` (see the parameter).
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (N, D)
+            Scaled training inputs.
+        y : torch.Tensor of shape (N,)
+        features : PeriodMixtureFeatures
+        rank : int
+            The automatic rank.
+        penalty : float
+            α.
+        weights : torch.Tensor of shape (P,)
+            The initial λ.
+        between_sweeps : callable or None
+            The λ update the fit runs after each sweep (timed with the probe's sweep; what it records is dropped).
+
+        Returns
+        -------
+        int
+        """
+        n = X.shape[0]
+        if self.time_budget is None or n <= ALS_PROBE_ROWS or not isinstance(X, torch.Tensor):
+            return rank
+        cached = max(2, largest_rank_with_partial_products(features, n, X.dtype, device=X.device))
+        if cached < rank:  # above it ALS rebuilds its products over the other cores, O(K) times slower a sweep
+            self._report(f"time budget: rank at most {cached} instead of {rank}, the largest at which ALS keeps the "
+                         f"products over the other cores of its {n} rows in a quarter of the free memory.")
+            rank = cached
+        rows = torch.randperm(n, generator=torch.Generator().manual_seed(int(self.seed)))[:ALS_PROBE_ROWS]
+        rows = rows.to(X.device)
+        started = time.perf_counter()
+        probe = CPDALS(features, X[rows], y[rows], rank, penalty, chunk_size=self.chunk_size, seed=int(self.seed),
+                       component_weights=weights)
+        set_up = time.perf_counter() - started
+        recorded = len(self.objective_history_), len(self.feature_weight_history_)
+        probe.run(1, 0.0, between_sweeps=between_sweeps)
+        sweep = time.perf_counter() - started - set_up
+        del self.objective_history_[recorded[0]:], self.feature_weight_history_[recorded[1]:]
+        predicted = (set_up + int(self.max_sweeps) * sweep) * n / ALS_PROBE_ROWS
+        available = float(self.time_budget) - (time.perf_counter() - self._fit_started)
+        chosen = rank_within_budget(rank, predicted, available)
+        if chosen < rank:
+            self._report(f"time budget: rank {chosen} instead of {rank}: at rank {rank} the fit was predicted to "
+                         f"take {format_seconds(predicted)} (ALS's set-up and one sweep timed on {ALS_PROBE_ROWS} "
+                         f"of the {n} rows, times N / {ALS_PROBE_ROWS} and max_sweeps={int(self.max_sweeps)}), "
+                         f"past the {format_seconds(available)} left of time_budget={float(self.time_budget):g} s; "
+                         f"pass rank={rank} or time_budget=None to fit it.")
+        return chosen
 
     def _initial_cores(self, X: torch.Tensor, features: PeriodMixtureFeatures, rank: int,
                        penalty: float) -> list[torch.Tensor] | None:
@@ -300,15 +366,19 @@ class FeatureLearningKM(CPDModelBase):
             self.feature_weight_history_.append(new.tolist())
 
         features = self.features_
-        rank = int(self.rank) if self.rank is not None else self._auto_rank(X.shape[0], features)
+        rank = int(self.rank) if self.rank is not None else self._budget_rank(
+            X, y, features, self._auto_rank(X.shape[0], features), alpha, weights,
+            update_feature_weights if learn else None)
         engine = self._fit_cpd(features, X, y, [rank], alpha, None, component_weights=weights,
                                between_sweeps=update_feature_weights if learn else None,
                                max_sweeps=int(self.max_sweeps),
-                               initial_factors=self._initial_cores(X, features, rank, alpha))
+                               initial_factors=self._initial_cores(X, features, rank, alpha),
+                               sweeps_within_budget=True)
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
         self._report(f"rank R = {rank} ("
-                     + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50")
+                     + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50, "
+                                                              f"within the time budget")
                      + f"); {len(self.periods_)} period families {self.periods_}, α = {self.penalty_:.3g}; "
                      f"active families after {self.mixture_penalty} learning: "
                      f"{[self.periods_[i] for i in self.active_families_]}.")

@@ -43,7 +43,7 @@ from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
 from tnbayes.selection.cross_validation import lssvm_cross_validation_score
 from tnbayes.selection.input_box import OutOfBoxWarning
-from tnbayes.tensors import TTMatrix, TTVector, has_tt_state, tt_from_state, tt_gram, tt_state
+from tnbayes.tensors import TTMatrix, TTVector, has_tt_state, matvec_to_dense, tt_from_state, tt_gram, tt_state
 from tnbayes.tensors.shapes import tensorize_shape
 
 __all__ = ["TNKF", "TNKFClassifier", "DEFAULT_BLOCK_SIZE", "DEFAULT_TRUNCATION", "KERNELS", "ROW_ORDERS",
@@ -561,8 +561,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
                 means.append(row_tt.dot(alpha) + self.bias_)
                 if full_covariance:
                     projections.append(L.T.matvec(row_tt))
-                else:
-                    variances.append(L.transpose_matvec_norm_squared(row_tt))
+                else:  # ‖Lᵀk‖² from the dense product, O(N r_L r_k): far cheaper than contracting the TTs
+                    variances.append(matvec_to_dense(L.cores, row_tt.cores, transpose=True).square().sum())
         mean = torch.stack(means)
         # beyond the kernel's reach the rows vanish, so k*ᵀ P k* does too: there the model knows nothing but the
         # prior, whose variance (outputscale) the latent gets instead of the in-sample one
