@@ -86,6 +86,7 @@ CASES = {
     "TNKF's deprecated alias and property": _tnkf_deprecated_names,
     "QTKM's ignored argument": _qtkm_ignored_argument,
     "compare: a run that failed": _compare_with_a_failing_run,
+    "FL's sweeps ended by the budget": lambda: tnbayes.FLModel(rank=2, time_budget=1e-9, max_sweeps=2).fit(*_rows()),
 }
 
 
@@ -100,6 +101,7 @@ EXPECTED = {
     "a renamed name imported": "FutureWarning", "a renamed model parameter": "FutureWarning",
     "a renamed function argument": "FutureWarning", "TNKF's deprecated alias and property": "FutureWarning",
     "QTKM's ignored argument": "FutureWarning", "compare: a run that failed": "RuntimeWarning",
+    "FL's sweeps ended by the budget": "BudgetWarning",
 }
 
 

@@ -236,3 +236,17 @@ def test_largest_rank_with_partial_products_is_where_the_engine_keeps_them():
     for rank, kept in ((5, True), (6, False)):
         engine = CPDALS(feats, X, y, rank, 1e-3, seed=0, memory_budget=budget)
         assert engine.caches_projections and engine.keeps_partial_products == kept
+
+
+def test_the_deadline_predicts_the_next_sweep_from_the_last_ones_length(monkeypatch):
+    """With a clock that advances 5 s at each reading (two readings a sweep: its start and its end), a deadline 25 s
+    after the start lets the sweeps ending at 10, 20 and 30 s run: after each, another of 5 s would end at 15, 25
+    (≤ 25, not past it) and then 35 s, past it."""
+    import tnbayes.inference.als as als_module
+
+    X, y = (torch.tensor(a) for a in _data(100))
+    engine = CPDALS(FourierPolynomialFeatures(2, 4, period=3.0), X, y, 2, 1e-3, seed=0)
+    readings = iter(range(5, 10**6, 5))
+    monkeypatch.setattr(als_module.time, "perf_counter", lambda: float(next(readings)))
+    engine.run(10, tol=0.0, deadline=25.0)
+    assert len(engine.sweep_objectives) == 3 and engine.stopped_at_deadline

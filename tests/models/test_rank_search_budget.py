@@ -1,4 +1,5 @@
-"""Time budget of the CPD rank search (CPDKernelMachine, QTKM, TKM): the cost model, the stop, the report, the warning.
+"""Time budget of the CPD rank search (CPDKernelMachine, QTKM, TKM) and of FL's rank and sweeps: the cost model, the
+stop, the report, the warning.
 
 Not a timed test: a budget far below any fit (1 ns) or none at all makes the outcome independent of the machine.
 """
@@ -76,23 +77,35 @@ def test_rank_within_budget_scales_by_the_square_of_the_rank_ratio():
     assert rank_within_budget(1, 240.0, 0.0) == 1  # never above the rank asked for
 
 
-def test_fl_lowers_its_rank_and_its_sweeps_to_the_budget_and_says_so():
+def test_fl_lowers_its_rank_and_its_sweeps_to_the_budget_and_says_so(monkeypatch):
     """FL has no rank search: above ALS_PROBE_ROWS rows it times a probe, lowers its automatic rank, and stops ALS
-    before a sweep past the budget. A budget far below any fit (1 ns) makes the outcome independent of the
-    machine: the floor rank 2, one sweep, a BudgetWarning."""
+    before a sweep past the budget. A budget far below any fit (1 ns), and the memory cap lifted (it depends on
+    the free memory), make the outcome independent of the machine: the floor rank 2, one sweep, a BudgetWarning."""
+    import tnbayes.models.fl as fl_module
     from tnbayes.inference.budget import ALS_PROBE_ROWS
 
+    monkeypatch.setattr(fl_module, "largest_rank_with_partial_products", lambda *args, **kwargs: 10**6)
     X, y = _data(ALS_PROBE_ROWS + 200)
     with pytest.warns(BudgetWarning, match="ended ALS after 1 of 3 sweeps"):
         tight = tnbayes.FLModel(time_budget=1e-9, max_sweeps=3).fit(X, y)
     automatic = tight._auto_rank(X.shape[0], tight.features_)
     assert automatic > 2 and tight.rank_ == 2 and tight.n_iter_ == 1
-    assert any(line.startswith(f"time budget: rank 2 instead of {automatic}") and f"pass rank={automatic}" in line
+    assert any(line.startswith(f"time budget: rank 2 instead of {automatic}") and f"fit rank {automatic}" in line
                for line in tight.fit_report_)
     # the probe's sweep and λ update left no record: two objectives and one λ per sweep of the fit
-    assert len(tight.objective_history_) == 2 * tight.n_iter_ and len(tight.feature_weight_history_) == 1 + tight.n_iter_
+    assert len(tight.objective_history_) == 2 * tight.n_iter_
+    assert len(tight.feature_weight_history_) == 1 + tight.n_iter_
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", BudgetWarning)  # no budget: the automatic rank, every sweep, no warning
         free = tnbayes.FLModel(time_budget=None, max_sweeps=1).fit(X, y)
     assert free.rank_ == automatic and not any(line.startswith("time budget") for line in free.fit_report_)
+
+
+def test_the_budget_stops_fl_sweeps_at_a_given_rank_and_below_the_probe_size():
+    """The stop at the budget holds for every FL fit, a given rank on a few rows too (no probe there)."""
+    X, y = _data(200)
+    with pytest.warns(BudgetWarning, match="ended ALS after 1 of 4 sweeps"):
+        fitted = tnbayes.FLModel(rank=3, time_budget=1e-9, max_sweeps=4).fit(X, y)
+    assert fitted.rank_ == 3 and fitted.n_iter_ == 1
+    assert not any(line.startswith("time budget: rank") for line in fitted.fit_report_)

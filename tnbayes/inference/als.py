@@ -83,6 +83,7 @@ def largest_rank_with_partial_products(features: TensorProductFeatures, num_rows
     Parameters
     ----------
     features : TensorProductFeatures
+        The engine's features (K modes, P components).
     num_rows : int
         In-memory training rows N.
     dtype : torch.dtype
@@ -90,6 +91,7 @@ def largest_rank_with_partial_products(features: TensorProductFeatures, num_rows
     memory_budget : int, optional
         Bytes (default: a quarter of the memory available on ``device``, as the engine's).
     device : torch.device or str, optional
+        Whose free memory sets the default budget (default: the CPU).
 
     Returns
     -------

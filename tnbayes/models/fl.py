@@ -40,6 +40,8 @@ FL_MIXTURE_PENALTIES = MIXTURE_PENALTIES + ("none",)
 #: α (``penalty``) of the normalised features (k(x, x) = 1 per family): a weak ridge, inside the range of the paper's
 #: α = 0.01 on raw features (k(x, x) = M^D) divided by M^D on its data sets (from 10⁻⁴ for yacht to 10⁻⁹ for concrete)
 DEFAULT_PENALTY = 1e-6
+#: share of :func:`~tnbayes.inference.als.largest_rank_with_partial_products` that the time budget's rank cap keeps
+PARTIAL_PRODUCTS_MARGIN = 0.8
 #: the paper's α, for its raw features (``normalize_features=False``)
 PAPER_PENALTY = 0.01
 #: size of the random part of each column of the initial cores when they start from the mean feature (relative)
@@ -96,8 +98,8 @@ class FeatureLearningKM(CPDModelBase):
         above it a sweep costs O(K) times more), then ALS's set-up and one sweep (with its λ update) at that rank are
         timed on that many seeded rows; when that time, scaled by N / rows and by ``max_sweeps``, would end the fit past
         the budget, the rank is lowered by the (R'/R)² scaling of :func:`~tnbayes.inference.budget.als_rank_seconds` (at
-        least 2; reported in ``fit_report_``). ALS then stops before a sweep that would end past the budget, and a fit
-        cut short, or one that still took more than 1.5 times the budget, warns
+        least 2; reported in ``fit_report_``). In every fit, a given rank too, ALS stops before a sweep that would end
+        past the budget, and a fit cut short, or one that still took more than 1.5 times the budget, warns
         (:class:`~tnbayes.inference.budget.BudgetWarning`).
     out_of_box : {"clip", "raise"}
         Queries beyond the prediction box — the training range [0, 1] extended by half the way to θ_min/2 from its
@@ -259,21 +261,28 @@ class FeatureLearningKM(CPDModelBase):
         int
         """
         n = X.shape[0]
-        if self.time_budget is None or n <= ALS_PROBE_ROWS or not isinstance(X, torch.Tensor):
+        if self.time_budget is None or n <= ALS_PROBE_ROWS:
             return rank
-        cached = max(2, largest_rank_with_partial_products(features, n, X.dtype, device=X.device))
-        if cached < rank:  # above it ALS rebuilds its products over the other cores, O(K) times slower a sweep
-            self._report(f"time budget: rank at most {cached} instead of {rank}, the largest at which ALS keeps the "
-                         f"products over the other cores of its {n} rows in a quarter of the free memory.")
+        # above it ALS rebuilds its products over the other cores, O(K) times slower a sweep; the fit's engine reads
+        # the free memory again, hence the margin
+        cached = max(2, int(PARTIAL_PRODUCTS_MARGIN * largest_rank_with_partial_products(features, n, X.dtype,
+                                                                                          device=X.device)))
+        if cached < rank:
+            self._report(f"time budget: rank at most {cached} instead of {rank}, where ALS keeps the products over "
+                         f"the other cores of its {n} rows in a quarter of the free memory (with a 20% margin).")
             rank = cached
         rows = torch.randperm(n, generator=torch.Generator().manual_seed(int(self.seed)))[:ALS_PROBE_ROWS]
         rows = rows.to(X.device)
+        synchronize = torch.cuda.synchronize if X.is_cuda else (lambda: None)  # the clock reads finished work
+        synchronize()
         started = time.perf_counter()
         probe = CPDALS(features, X[rows], y[rows], rank, penalty, chunk_size=self.chunk_size, seed=int(self.seed),
                        component_weights=weights)
+        synchronize()
         set_up = time.perf_counter() - started
         recorded = len(self.objective_history_), len(self.feature_weight_history_)
         probe.run(1, 0.0, between_sweeps=between_sweeps)
+        synchronize()
         sweep = time.perf_counter() - started - set_up
         del self.objective_history_[recorded[0]:], self.feature_weight_history_[recorded[1]:]
         predicted = (set_up + int(self.max_sweeps) * sweep) * n / ALS_PROBE_ROWS
@@ -284,7 +293,7 @@ class FeatureLearningKM(CPDModelBase):
                          f"take {format_seconds(predicted)} (ALS's set-up and one sweep timed on {ALS_PROBE_ROWS} "
                          f"of the {n} rows, times N / {ALS_PROBE_ROWS} and max_sweeps={int(self.max_sweeps)}), "
                          f"past the {format_seconds(available)} left of time_budget={float(self.time_budget):g} s; "
-                         f"pass rank={rank} or time_budget=None to fit it.")
+                         f"pass time_budget=None to fit rank {rank} with every sweep.")
         return chosen
 
     def _initial_cores(self, X: torch.Tensor, features: PeriodMixtureFeatures, rank: int,
@@ -376,9 +385,10 @@ class FeatureLearningKM(CPDModelBase):
                                sweeps_within_budget=True)
         self.feature_weights_ = engine.component_weights.clone()
         self.active_families_ = [int(i) for i in torch.nonzero(self.feature_weights_).reshape(-1)]
+        budget_text = ", within the time budget" if self.time_budget is not None else ""
         self._report(f"rank R = {rank} ("
-                     + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50, "
-                                                              f"within the time budget")
+                     + ("given" if self.rank is not None else f"about N/2 = {X.shape[0] // 2} parameters, 2 ≤ R ≤ 50"
+                                                              f"{budget_text}")
                      + f"); {len(self.periods_)} period families {self.periods_}, α = {self.penalty_:.3g}; "
                      f"active families after {self.mixture_penalty} learning: "
                      f"{[self.periods_[i] for i in self.active_families_]}.")
