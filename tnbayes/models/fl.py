@@ -93,9 +93,10 @@ class FeatureLearningKM(CPDModelBase):
         Laplace variant for ``posterior`` (see :class:`~tnbayes.CPDKernelMachine`), at the learned λ.
     time_budget : float or None
         Seconds the fit should take (default 60; None: no budget). With ``rank=None`` and more than
-        :data:`~tnbayes.inference.budget.ALS_PROBE_ROWS` rows, the automatic rank is first capped where ALS keeps its
-        products over the other cores in memory (:func:`~tnbayes.inference.als.largest_rank_with_partial_products`;
-        above it a sweep costs O(K) times more), then ALS's set-up and one sweep (with its λ update) at that rank are
+        :data:`~tnbayes.inference.budget.ALS_PROBE_ROWS` rows, the automatic rank is first capped at
+        ``PARTIAL_PRODUCTS_MARGIN`` of the largest at which ALS keeps its products over the other cores in memory
+        (:func:`~tnbayes.inference.als.largest_rank_with_partial_products`; above it a sweep costs O(K) times more),
+        then ALS's set-up and one sweep (with its λ update) at that rank are
         timed on that many seeded rows; when that time, scaled by N / rows and by ``max_sweeps``, would end the fit past
         the budget, the rank is lowered by the (R'/R)² scaling of :func:`~tnbayes.inference.budget.als_rank_seconds` (at
         least 2; reported in ``fit_report_``). In every fit, a given rank too, ALS stops before a sweep that would end
