@@ -267,7 +267,8 @@ class CPDALS(InputGroupingMixin):
         # φ_k of the training rows per mode (see _training_features); emptied when the active components change
         self._feature_cache: dict[int, torch.Tensor] = {}
         self._projections = self._all_projections() if self.caches_projections else None
-        self.keeps_partial_products = self.caches_projections and PARTIAL_PRODUCT_COPIES * cache_bytes <= memory_budget
+        self.keeps_partial_products = self.caches_projections and self.rank <= largest_rank_with_partial_products(
+            features, local_rows, real_dtype, memory_budget=memory_budget)
         # prefix and suffix products of the cached projections (see _product_except)
         self._partial = PartialProducts(features.num_modes)
         residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source is read once)

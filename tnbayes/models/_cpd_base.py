@@ -184,6 +184,8 @@ class CPDModelBase(BaseModel):
         if reference_noise is not None:  # no rank can be told apart from another below the noise floor
             reference_noise = max(float(reference_noise), NOISE_LOWER_BOUND)
         time_budget = getattr(self, "time_budget", None)
+        sweep_budget = int(self.max_sweeps if max_sweeps is None else max_sweeps)
+        deadline = self._fit_started + float(time_budget) if sweeps_within_budget and time_budget is not None else None
         held_out_refit = self._estimates_noise_on_held_out_rows(X, between_sweeps)
         self.rank_search_ = []
         over_budget = None  # (next rank, its predicted seconds, the fit's predicted end) when the budget stopped it
@@ -192,15 +194,13 @@ class CPDModelBase(BaseModel):
             engine = CPDALS(features, X, y, int(rank), penalty, penalty_form=penalty_form, chunk_size=self.chunk_size,
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
-            deadline = self._fit_started + float(time_budget) if sweeps_within_budget and time_budget is not None \
-                else None
-            engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol),
-                       progress=bool(self.verbose), between_sweeps=between_sweeps, deadline=deadline)
+            engine.run(sweep_budget, float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps,
+                       deadline=deadline)
             if engine.stopped_at_deadline:
                 message = (f"{type(self).__name__}: the time budget ended ALS after {len(engine.sweep_objectives)} "
-                           f"of {int(self.max_sweeps if max_sweeps is None else max_sweeps)} sweeps (another would "
-                           f"have ended past time_budget={float(time_budget):g} s); pass a larger time_budget, a "
-                           f"smaller rank (now {int(rank)}) or fewer max_sweeps.")
+                           f"of {sweep_budget} sweeps (another would have ended past time_budget="
+                           f"{float(time_budget):g} s); pass a larger time_budget, a smaller rank (now {int(rank)}) or "
+                           f"fewer max_sweeps.")
                 self._report(message)
                 warn_user(message, BudgetWarning)
             seconds = time.perf_counter() - started
@@ -237,7 +237,7 @@ class CPDModelBase(BaseModel):
         self.n_iter_ = len(self.history_)
         self.converged_ = bool(engine.converged)
         self.last_relative_change_ = float(engine.last_relative_change)
-        self._warn_if_unconverged(int(self.max_sweeps if max_sweeps is None else max_sweeps))
+        self._warn_if_unconverged(sweep_budget)
         held_out = None
         if held_out_refit:
             held_out = self._held_out_noise(features, X, y, engine.rank, penalty, penalty_form, component_weights,
