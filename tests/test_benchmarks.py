@@ -4,6 +4,7 @@ the groups know every entry; ``tnbayes.compare`` runs what the paper entries nee
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from pathlib import Path
@@ -107,3 +108,18 @@ def test_output_path_names_every_file_after_its_entry(tmp_path, monkeypatch):
     assert variant_of("scale_out", "scale_out_airline") == "airline"
     assert variant_of("defaults_study", "defaults_study") == variant_of("defaults_study", None) == ""
     assert variant_of("defaults_study", "n300") == "n300"
+
+
+def test_defaults_study_generated_set_is_reproducible_per_split():
+    """``sklearn/friedman1`` of the defaults study: 20 000 training and 2000 test rows of D = 10 per split, the same
+    rows for the same split, other rows for another, and its targets Friedman's function plus noise of sd 1."""
+    from benchmarks.calibration.defaults_study import load_split, study_rows
+
+    first, again, other = (load_split("sklearn/friedman1", k) for k in (0, 0, 1))
+    assert first.X_train.shape == (20_000, 10) and first.X_test.shape == (2_000, 10) and first.n_splits == 10
+    assert np.array_equal(first.X_train, again.X_train) and not np.array_equal(first.X_train, other.X_train)
+    X = first.X_train
+    friedman = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
+    assert abs(float(np.std(first.y_train - friedman)) - 1.0) < 0.03
+    X_train, y_train, X_test, y_test = study_rows("sklearn/friedman1", 0, 500, 100)
+    assert X_train.shape == (500, 10) and y_test.shape == (100,)

@@ -13,7 +13,8 @@ Protocol of this script:
 
 * **Data**: ``tnbayes.datasets.load(name, split=k)`` for k in ``--splits`` (the fixed splits of the Wilson sets;
   a random 90/10 split drawn with ``numpy.random.default_rng(k)`` for sets without fixed splits: co2, lidar,
-  comp-activ, ailerons). From the split's training part ``min(--max-train, available)`` rows are drawn
+  comp-activ, ailerons; scikit-learn's ``make_friedman1`` with ``random_state=k`` for ``sklearn/friedman1``,
+  :data:`GENERATED`). From the split's training part ``min(--max-train, available)`` rows are drawn
   uniformly without replacement with ``numpy.random.default_rng(k)``, and from its test part
   ``min(--max-test, available)`` rows with ``numpy.random.default_rng(10_000 + k)``
   (:func:`benchmarks._common.subset_indices`, as in the calibration study). Every model sees the same rows.
@@ -104,6 +105,9 @@ DATASETS = [
     "comp-activ",           # 21 random 90/10 splits
     "ailerons",             # 40 random 90/10 splits
 ]
+#: sets generated here (only with ``--datasets``; not in DATASETS): name -> (rows, test rows); ``sklearn/friedman1``
+#: is scikit-learn's Friedman #1 (D = 10, noise sd 1) drawn with ``random_state`` = the split, the last rows for testing
+GENERATED = {"sklearn/friedman1": (22_000, 2_000)}
 #: key -> display name; the tnbayes models are the classes of that name in ``tnbayes``, built with no arguments
 MODELS = {
     "exact_gp": "ExactGP",
@@ -342,10 +346,22 @@ def run_isolated(key: str, arrays: tuple[np.ndarray, ...], timeout: float) -> di
 # ---------------------------------------------------------------------------------------------- data
 def study_rows(dataset: str, split: int, max_train: int | None, max_test: int | None) -> tuple[np.ndarray, ...]:
     """The rows every model sees on one split: ``(X_train, y_train, X_test, y_test)`` (see the module docstring)."""
-    data = datasets.load(dataset, split=split)
+    data = load_split(dataset, split)
     train = subset_indices(data.X_train.shape[0], max_train, split)
     test = subset_indices(data.X_test.shape[0], max_test, 10_000 + split)
     return data.X_train[train], data.y_train[train], data.X_test[test], data.y_test[test]
+
+
+def load_split(dataset: str, split: int) -> Any:
+    """One split of a public set (:func:`tnbayes.datasets.load`) or of a set of :data:`GENERATED`: an object with
+    ``X_train``, ``y_train``, ``X_test``, ``y_test`` and ``n_splits``."""
+    if dataset not in GENERATED:
+        return datasets.load(dataset, split=split)
+    from sklearn.datasets import make_friedman1
+    rows, test_rows = GENERATED[dataset]
+    X, y = make_friedman1(rows, n_features=10, noise=1.0, random_state=split)
+    train = rows - test_rows
+    return argparse.Namespace(X_train=X[:train], y_train=y[:train], X_test=X[train:], y_test=y[train:], n_splits=10)
 
 
 def failure_label(row: dict) -> str:
@@ -743,7 +759,7 @@ def main(argv: list[str]) -> int:
         delta_figure(rows, figure)
 
     for dataset in args.datasets:
-        n_splits = datasets.load(dataset, split=0).n_splits
+        n_splits = load_split(dataset, 0).n_splits
         for split in parse_splits(args.splits, n_splits):
             todo = [m for m in args.models if (dataset, split, m) not in done]
             if not todo:

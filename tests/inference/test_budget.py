@@ -8,10 +8,14 @@ import torch
 
 import tnbayes
 from tnbayes.basis import ApproximationWarning
+from tnbayes.tensors import tensorize_shape
 from tnbayes.inference.budget import (
     MIN_ROWS,
     TNKF_RANK_LADDER,
+    TNKF_SUBSET_CAPS,
+    TNKF_SUBSET_MIN_ROWS,
     BudgetWarning,
+    largest_rows_within_budget,
     plan_within_budget,
     tnkf_seconds_per_row,
     tt_kalman_seconds_per_row,
@@ -113,16 +117,99 @@ def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
 
 
 def test_tnkf_unreachable_budget_warns_with_settings_and_streams_a_random_subset():
-    X, y = _data(300, 2)
+    X, y = _data(300, 2)  # at most TNKF_SUBSET_MIN_ROWS rows: the state keeps every row, the budget streams fewer
     with pytest.warns(BudgetWarning, match=r"predicted to take .* Pass max_rows=\d+ .*truncation=\{'covariance': "
                                            r"\(0\.0001, 8\).*time_budget=\d+"):
         model = tnbayes.TNKF(time_budget=1e-3, **TNKF_FIXED).fit(X, y)
     budget = model.budget_
     assert model.rows_processed_ == MIN_ROWS == budget["rows"] and not budget["within_budget"]
     assert budget["chosen"] == ["covariance_rank", "gain_rank", "innovation_rank", "max_rows"]
+    assert model.subset_ is None and model.dual_weights_.shape == (300,) and 300 <= TNKF_SUBSET_MIN_ROWS
     assert not torch.equal(model.stream_order_, torch.arange(300))  # the budget's subset is a random one
     assert budget["filter_seconds"] > 0 and budget["fit_seconds"] >= budget["filter_seconds"]
     assert any(line.startswith("time budget") and "over the budget" for line in model.fit_report_)
+
+
+def test_tnkf_budget_keeps_every_row_when_no_subset_of_the_fewest_rows_fits(monkeypatch):
+    """Above TNKF_SUBSET_MIN_ROWS rows, but with a budget that not even a subset of that many streams whole at the
+    subset caps: every row stays in the state, and the budget streams fewer at the lowest caps (as on few rows)."""
+    monkeypatch.setattr("tnbayes.models._tnkf_budget.TNKF_SUBSET_MIN_ROWS", MIN_ROWS + 44)
+    X, y = _data(700, 2)
+    with pytest.warns(BudgetWarning, match=r"Pass max_rows=\d+"):
+        model = tnbayes.TNKF(time_budget=1e-3, **TNKF_FIXED).fit(X, y)
+    assert model.subset_ is None and model.rows_processed_ == MIN_ROWS and model.dual_weights_.shape == (700,)
+    assert model.truncation_["covariance"][1] == TNKF_RANK_LADDER[-1][0] and "training_rows" not in model.budget_
+
+
+@pytest.mark.parametrize("budget", [0.5, 3.0, 40.0, 1e3, 1e9])
+def test_largest_rows_within_budget_matches_a_search_of_every_count(budget):
+    """Against trying every row count, on a cost that grows faster than the rows (as TNKF's roughly does)."""
+    def seconds(rows):
+        return 1e-3 * rows * (1 + rows / 100)
+    fitting = [m for m in range(MIN_ROWS, 901) if seconds(m) <= budget]
+    assert largest_rows_within_budget(seconds, 900, budget) == (max(fitting) if fitting else None)
+    assert largest_rows_within_budget(seconds, 100, budget) == (100 if seconds(100) <= budget else None)
+
+
+@pytest.mark.parametrize("budget", [10.0, 30.0, 60.0])
+def test_largest_rows_within_budget_on_tnkf_modes_fits_the_budget(budget):
+    """On TNKF's cost at caps 16/8/8 over each row count's padded TT modes, which does not grow smoothly with the
+    rows: the count returned fits the budget, and one row more would not (a local maximum, not always the largest)."""
+    def seconds(rows):
+        shape = tensorize_shape(rows, 16, merge_to=8)[0]
+        return rows * tnkf_seconds_per_row(shape, 16, 8, 8, [16] * (len(shape) - 1), None)
+    assert any(seconds(m) > seconds(m + 1) for m in range(2000, 9000)), "the test needs a cost that does not grow"
+    rows = largest_rows_within_budget(seconds, 20_000, budget, min_rows=2000)
+    if seconds(2000) > budget:
+        assert rows is None
+    else:
+        assert seconds(rows) <= budget and (rows == 20_000 or seconds(rows + 1) > budget)
+
+
+def test_tnkf_budget_fits_a_random_subset_below_the_subset_caps(tmp_path, monkeypatch):
+    """Where every row would need caps below TNKF_SUBSET_CAPS, the budget fits on a subset those caps stream whole;
+    the fit is then TNKF on exactly those rows (a model given them, the same caps and no budget), and it keeps them
+    through save and load; max_rows=None keeps every row at lower caps instead. (The rule's fewest rows,
+    TNKF_SUBSET_MIN_ROWS, is lowered here to keep the fits small.)"""
+    monkeypatch.setattr("tnbayes.models._tnkf_budget.TNKF_SUBSET_MIN_ROWS", MIN_ROWS + 44)
+    n = 700
+    X, y = _data(n, 2)
+    Xq, _ = _data(30, 2, seed=5)
+    fixed = dict(TNKF_FIXED, normalize_y=False, block_size=1)
+    probe = _quiet(tnbayes.TNKF(time_budget=1e9, max_rows=8, **fixed), X, y)  # the ladder's seconds per row at n
+    floor = dict(zip(("covariance_rank", "gain_rank", "innovation_rank"), (*TNKF_SUBSET_CAPS, TNKF_SUBSET_CAPS[1])))
+    floor_cost = dict((tuple(c.items()), cost) for c, cost in probe.budget_["ladder"])[tuple(floor.items())]
+    budget = 0.6 * n * floor_cost  # every row at the subset caps is predicted 1.7× over the budget
+    model = tnbayes.TNKF(time_budget=budget, **fixed)
+    model.input_scaling = "none"  # the reference below sees the same inputs whatever rows it is given
+    _quiet(model, X, y)
+    subset, m = model.subset_, model.subset_.numel()
+    assert MIN_ROWS + 44 < m < n and torch.equal(subset, torch.unique(subset))
+    assert model.rows_processed_ == m == model.budget_["num_rows"] and model.budget_["within_budget"]
+    assert model.budget_["training_rows"] == n and "training_rows" not in probe.budget_
+    caps = (model.truncation_["covariance"][1], model.truncation_["gain"][1])
+    assert caps >= TNKF_SUBSET_CAPS and caps in TNKF_RANK_LADDER
+    assert any("random subset of" in line for line in model.fit_report_)
+    reference = tnbayes.TNKF(time_budget=None, max_rows=None, truncation={
+        q: model.truncation_[q] for q in ("covariance", "gain", "innovation")}, **fixed)
+    reference.input_scaling = "none"
+    _quiet(reference, X[subset.numpy()], y[subset.numpy()])
+    a, b = model.posterior(Xq), reference.posterior(Xq)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-10, atol=1e-10)
+    model.save(tmp_path / "subset.pt")
+    back = tnbayes.load_model(tmp_path / "subset.pt")
+    assert torch.equal(back.subset_, subset)
+    torch.testing.assert_close(back.posterior(Xq).mean, a.mean, rtol=0, atol=0)
+    every = _quiet(tnbayes.TNKF(time_budget=budget, max_rows=None, **fixed), X, y)
+    assert every.subset_ is None and every.rows_processed_ == n
+    assert every.truncation_["covariance"][1] < TNKF_SUBSET_CAPS[0]
+    given_rows = _quiet(tnbayes.TNKF(time_budget=budget, max_rows=40, **fixed), X, y)  # an int: every row in the state
+    assert given_rows.subset_ is None and given_rows.rows_processed_ == 40 and given_rows.dual_weights_.shape == (n,)
+    labels = np.where(y > np.median(y), "high", "low")
+    classifier = _quiet(tnbayes.TNKFClassifier(time_budget=budget, **TNKF_FIXED), X, labels)
+    assert classifier.subset_ is not None and classifier.subset_.numel() < n
+    assert list(classifier.classes_) == ["high", "low"] and np.mean(classifier.predict(X) == labels) > 0.8
 
 
 def test_tt_kalman_smaller_budget_smaller_rank_and_given_settings_kept(capsys):

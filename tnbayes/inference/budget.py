@@ -13,6 +13,13 @@ than streaming fewer rows did. TTKalmanGP first keeps the lengthscale rule's M (
 :data:`TT_KALMAN_MAX_NUM_BASIS`, which was more accurate than M = 8 where the rule asked for more), then tries
 M = 8.
 
+TNKF's state holds one entry per training row, so its cost per row grows with the rows. On more than
+:data:`TNKF_SUBSET_MIN_ROWS` rows its budget does not lower the caps below :data:`TNKF_SUBSET_CAPS` to keep every
+row where a random subset of at least ``TNKF_SUBSET_MIN_ROWS`` rows streams whole at those caps: it fits on such
+a subset, as large as :func:`largest_rows_within_budget` finds. At 8000 and 20 000 rows the lower caps could lose the
+data where the subset did not; at 2000 rows, and where the filter's budget was too small for a subset of 2000,
+every row in the state at the lower caps was the better trade (docs/benchmarks.md has the measurements).
+
 **Cost models.** The seconds per row are linear in a few features of the settings, with non-negative constants
 (``TNKF_COST``, ``TT_KALMAN_COST``) fitted to the relative error of seconds per row measured on the development
 machine (2 shared cores, one torch thread, float64) and scaled by the median speed of that machine during the
@@ -56,6 +63,9 @@ __all__ = [
     "BATCH_SIZE_SAVING",
     "HYPERPARAMETER_SHARE",
     "MIN_ROWS",
+    "TNKF_SUBSET_CAPS",
+    "TNKF_SUBSET_MIN_ROWS",
+    "largest_rows_within_budget",
     "TNKF_BLOCK_COST",
     "TNKF_BLOCK_COST_FACTOR",
     "TNKF_COST",
@@ -97,6 +107,12 @@ HYPERPARAMETER_SHARE = 0.25
 MIN_ROWS = 256
 #: TNKF (covariance, gain = innovation) TT rank caps tried in turn, the defaults first
 TNKF_RANK_LADDER: tuple[tuple[int, int], ...] = ((32, 24), (24, 16), (16, 12), (16, 8), (12, 6), (8, 4))
+#: the lowest TNKF caps of :data:`TNKF_RANK_LADDER` the budget keeps every training row at; where they do not fit it,
+#: it fits on a random subset of the rows that streams whole at them, if one of TNKF_SUBSET_MIN_ROWS rows or more does
+TNKF_SUBSET_CAPS: tuple[int, int] = (16, 8)
+#: the fewest rows of a TNKF subset: up to these the budget keeps every row and lowers the caps (at 2000 rows every
+#: row at the lower caps was the better trade, at 8000 and 20 000 the subset)
+TNKF_SUBSET_MIN_ROWS = 2000
 #: TTKalmanGP rank caps tried in turn, the default first
 TT_KALMAN_RANK_LADDER: tuple[int, ...] = (10, 8, 6)
 #: batch sizes the TTKalmanGP budget chooses from: the first, unless another one is predicted to cost at least
@@ -287,6 +303,37 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
     first_rows = n if max_rows is None else rows
     return BudgetPlan(cheapest, names, rows, n, cost, rows * cost, budget_seconds, rows * cost <= budget_seconds,
                       dict(candidates[0]), first_rows * costs[0], len(candidates), ladder)
+
+
+def largest_rows_within_budget(seconds_for_rows: Callable[[int], float], num_rows: int, budget_seconds: float, *,
+                               min_rows: int = MIN_ROWS) -> int | None:
+    """A large row count m ≤ n whose fit is predicted within the budget, for a model whose cost per row grows with the
+    rows it is fitted on (TNKF's state has one entry per row): a bisection, which takes the predicted seconds to grow
+    with m.
+
+    Parameters
+    ----------
+    seconds_for_rows : callable
+        m → predicted seconds of a fit on m rows.
+    num_rows : int
+        Rows available, n.
+    budget_seconds : float
+    min_rows : int
+        Fewest rows to return.
+
+    Returns
+    -------
+    int or None
+        Between ``min(min_rows, n)`` and n; None when ``min_rows`` rows do not fit. Where the seconds do not grow
+        with m (TNKF's TT modes change with m), a row count that fits, though not always the largest.
+    """
+    low, high = min(int(min_rows), int(num_rows)), int(num_rows)
+    if seconds_for_rows(low) > budget_seconds:
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if seconds_for_rows(middle) <= budget_seconds else (low, middle - 1)
+    return low
 
 
 def given_max_rows(max_rows: int | str | None, num_rows: int) -> int | None:

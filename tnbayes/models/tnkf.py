@@ -26,17 +26,10 @@ from tnbayes._deprecation import (
 )
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._warnings import warn_user
-from tnbayes.inference.budget import (
-    TNKF_RANK_LADDER,
-    check_time_budget,
-    filter_budget,
-    given_max_rows,
-    plan_within_budget,
-    single_torch_thread,
-    tnkf_seconds_per_row,
-)
+from tnbayes.inference.budget import check_time_budget, single_torch_thread
 from tnbayes.inference.kalman import TRUNCATED_QUANTITIES, TTKalmanFilter, Truncation
 from tnbayes.models._kalman_common import KalmanModelMixin
+from tnbayes.models._tnkf_budget import TNKFBudgetMixin
 from tnbayes.models._tnkf_rows import ROW_ORDERS, STREAM_ORDERS, KernelRowsMixin
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
@@ -67,7 +60,7 @@ DEFAULT_BLOCK_SIZE = 16
 FAR_FROM_DATA_KERNEL_RATIO = 1e-3
 
 
-class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
+class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     """LS-SVM regression whose dual weights are estimated by a tensor-network Kalman filter.
 
     The LS-SVM dual with centred targets is the linear system ``(K + I/γ) α = y − b``. Its rows
@@ -137,16 +130,22 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         below 1 — a block divides P by λ_f^B once, before its B rows — and for :class:`~tnbayes.TNKFClassifier`).
         Early stopping is checked after each block.
     max_rows : int, "auto" or None
-        Process at most this many rows; None: all. ``"auto"`` (default): all, or with ``time_budget`` as many as
-        the budget allows (at least :data:`~tnbayes.inference.budget.MIN_ROWS`), streamed in a random order
-        when ``stream_order="auto"``.
+        Process at most this many rows; None: all. ``"auto"`` (default): all, or with ``time_budget`` as many as the
+        budget allows (at least :data:`~tnbayes.inference.budget.MIN_ROWS`, in a random order when
+        ``stream_order="auto"``) or, on many rows, a fit on a random subset of them (see ``time_budget``). An int
+        streams that many rows through a state of every training row.
     time_budget : float or None
         Seconds the fit should take (default 60). The settings not given — the covariance, gain and innovation
         rank caps and ``max_rows`` — are chosen by a cost model of the seconds per row
         (:mod:`tnbayes.inference.budget`): the largest caps of
         :data:`~tnbayes.inference.budget.TNKF_RANK_LADDER` that stream every row within the budget (a quarter of
         it is kept for estimating missing hyper-parameters, all the seconds the estimate took when it took more),
-        else the smallest caps on fewer rows. A budget that even those settings exceed raises a
+        else the smallest caps on fewer rows. On more than
+        :data:`~tnbayes.inference.budget.TNKF_SUBSET_MIN_ROWS` rows with ``max_rows="auto"``, where
+        :data:`~tnbayes.inference.budget.TNKF_SUBSET_CAPS` cannot stream every row but can stream a random subset of
+        at least ``TNKF_SUBSET_MIN_ROWS`` rows whole, the fit is on such a subset instead, as large as a bisection
+        over the cost model finds (``subset_``; α has one entry per training row, so a smaller state also costs less
+        per row), at those caps or higher. A budget that even the smallest settings exceed raises a
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
         :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget the filter runs on one torch
         thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
@@ -199,8 +198,11 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         ``L`` with ``P = L Lᵀ``.
     posterior_cov_tt_ : TTMatrix
         Deprecated: ``P`` rounded with the covariance truncation; use :meth:`posterior_cov_tt`.
+    subset_ : torch.Tensor of shape (N,) or None
+        The training rows (indices into ``X`` as given, ascending) the time budget fitted on; None: every row
+        (see ``time_budget``). N below is their number, else the number of training rows.
     dual_weights_ : torch.Tensor of shape (N,)
-        The dense posterior mean of α, in the order of the training inputs as given.
+        The dense posterior mean of α, in the order of the training inputs as given (of ``subset_``).
     bias_ : float
         b (``bias``; by default the mean of the scaled training targets).
     lengthscale_ : torch.Tensor of shape (D,)
@@ -214,7 +216,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         1/γ on the diagonal of the rows ``K + I/γ`` (0 when ``gamma`` is None); ``regularization_`` is its
         deprecated name.
     row_order_ : torch.Tensor of shape (N,)
-        α's entry order (``order``): entry i belongs to training input ``row_order_[i]``.
+        α's entry order (``order``): entry i belongs to training input ``row_order_[i]`` (of ``X[subset_]`` when
+        the budget fitted on a subset, as ``stream_order_``).
     stream_order_ : torch.Tensor of shape (N,)
         Training-input indices in the order their rows were (or would have been) streamed.
     rows_processed_ : int
@@ -241,7 +244,8 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         with), ``settings`` (``covariance_rank``, ``gain_rank``, ``innovation_rank``, ``max_rows``), ``chosen``
         (those the budget filled in), ``rows``, ``num_rows``, ``predicted_seconds_per_row``,
         ``predicted_seconds``, ``within_budget``, ``default_settings`` and ``default_seconds`` (the first
-        candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), and after the
+        candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), ``training_rows``
+        (only when the budget fitted on ``subset_``: the rows given; ``num_rows`` is the subset's), and after the
         fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured).
     truncation_ : dict
         Quantity → ``(tol, max_rank)`` the filter used (``truncation``, the defaults and the budget's caps).
@@ -379,79 +383,6 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
                              "lower truncation['covariance'] max_rank", self.device_, fraction=0.5)
 
     # ------------------------------------------------------------------ time budget
-    _BUDGETED = ("covariance", "gain", "innovation")
-
-    def _plan_budget(self, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
-                     rules: dict[str, Truncation], elapsed_seconds: float = 0.0) -> tuple[dict[str, Truncation], int]:
-        """Rank caps and rows within ``time_budget``; sets ``budget_``, reports the choice, warns when over.
-
-        Parameters
-        ----------
-        X : torch.Tensor of shape (n, D)
-            Scaled training inputs.
-        X_ordered : torch.Tensor of shape (n, D)
-            The same in α's order.
-        position : torch.Tensor of shape (n,)
-            Entry of α of each training input.
-        rules : dict
-            The truncations from the parameters (:meth:`_truncation_rules`).
-        elapsed_seconds : float
-            The fit's seconds so far (the hyper-parameters): the filter never plans for more than the rest.
-
-        Returns
-        -------
-        rules : dict
-            With the budget's maximum ranks for the quantities not in ``truncation``.
-        rows : int
-            Rows to stream.
-        """
-        n = X.shape[0]
-        given = set(self.truncation or {})
-        budgeted = [q for q in self._BUDGETED if q not in given] if self.time_budget is not None else []
-        ladder = TNKF_RANK_LADDER if budgeted else TNKF_RANK_LADDER[:1]
-        candidates: list[dict[str, int | None]] = []
-        for covariance, gain in ladder:
-            caps = {"covariance": covariance, "gain": gain, "innovation": gain}
-            candidate = {f"{q}_rank": caps[q] if q in budgeted else rules[q].max_rank for q in self._BUDGETED}
-            if candidate not in candidates:
-                candidates.append(candidate)
-        row_ranks = self._sample_row_ranks(X, X_ordered, position, rules["row"])
-        mean_rank = rules["mean"].max_rank
-
-        budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
-
-        def plan_for(block_size: int):
-            def seconds_per_row(candidate: Mapping[str, Any]) -> float:
-                return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
-                                            candidate["innovation_rank"], row_ranks, mean_rank, block_size)
-            return plan_within_budget(candidates, seconds_per_row, n, budget,
-                                      max_rows=given_max_rows(self.max_rows, n), chosen=[f"{q}_rank" for q in budgeted])
-
-        plan = plan_for(self.block_size_)
-        wanted_rows = given_max_rows(self.max_rows, n) or n
-        if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
-                and budget is not None and (not plan.within_budget or plan.rows < wanted_rows
-                                            or plan.settings != plan.first_settings):
-            # row by row would exceed the budget, or lower the caps or drop rows to fit it: blocks instead where
-            # they reach higher caps or more rows (at the same caps and rows within the budget, rows one at a time
-            # are the more accurate). Where both exceed it at the same caps and rows: the cheaper of the two if
-            # every rank is capped, else blocks (uncapped ranks follow the tolerances, which neither cost model
-            # sees; blocks share their roundings between rows)
-            blocks = plan_for(int(self._auto_block_size))
-            reach, block_reach = (plan.candidates_tried, -plan.rows), (blocks.candidates_tried, -blocks.rows)
-            uncapped = any(plan.settings[f"{q}_rank"] is None for q in self._BUDGETED)
-            if block_reach < reach or (block_reach == reach and not plan.within_budget and
-                                       (uncapped or blocks.predicted_seconds < plan.predicted_seconds)):
-                self.block_size_, plan = int(self._auto_block_size), blocks
-        self._report(f"block_size: {self.block_size_} row(s) per filter update"
-                     + (" (auto: row by row is the more accurate and fits the budget)" if self.block_size == "auto"
-                        and self.block_size_ == 1 else ""))
-        rules = dict(rules)
-        for q in budgeted:
-            rules[q] = Truncation(rules[q].tol, plan.settings[f"{q}_rank"])
-        self._store_plan(plan)
-        return rules, plan.rows
-
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
     _lost_data_advice = "stream fewer rows (max_rows, or the default time_budget), or raise truncation's rank caps."
     _budget_first_fits = "the default caps fit"
@@ -474,25 +405,27 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         fit_start = time.perf_counter()
         self._apply_early_stopping_aliases()
         self._validate_params()
-        rules = self._truncation_rules()
+        given_rules = self._truncation_rules()
         self.tt_shape_ = list(tensorize_shape(X.shape[0], int(self.max_factor), merge_to=int(self.mode_size))[0])
-        self._check_memory(rules)  # a given covariance rank that cannot fit is refused before any work
+        self._check_memory(given_rules)  # a given covariance rank that cannot fit is refused before any work
         self._resolve_hyperparameters(X, y)
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.kernel_module_ = self._make_kernel_module(X.shape[1])
+        self.subset_ = None
+        order, position = self._lay_out_state(X)
+        rules, limit, subset_size = self._plan_budget(X, self.train_inputs_, position, given_rules,
+                                                      time.perf_counter() - fit_start)
+        if subset_size is not None:  # the budget's random subset of the training rows
+            generator, training_rows = torch.Generator().manual_seed(int(self.seed)), X.shape[0]
+            self.subset_ = torch.randperm(training_rows, generator=generator)[:subset_size].sort().values.to(X.device)
+            X, y = X[self.subset_], y[self.subset_]
+            order, position = self._lay_out_state(X)
+            rules, limit, _ = self._plan_budget(X, self.train_inputs_, position, given_rules,
+                                                time.perf_counter() - fit_start, on_subset=True)
+            self.budget_["training_rows"] = training_rows
+        n, shape, X_ordered = X.shape[0], self.tt_shape_, self.train_inputs_
         self.prior_variance_ = (float(self.prior_variance) if self.prior_variance is not None
                                 else self._default_prior_variance(X))
-        n = X.shape[0]
-        shape, n_padded = tensorize_shape(n, int(self.max_factor), merge_to=int(self.mode_size))
-        self.tt_shape_, self.n_padded_ = list(shape), int(n_padded)
-        order = self._row_order(X, self.tt_shape_)
-        self.row_order_ = order
-        X_ordered = X[order]
-        self.train_inputs_ = X_ordered
-        position = torch.empty_like(order)  # entry of α that belongs to training input i
-        position[order] = torch.arange(n, device=order.device)
-        self.block_size_ = self._resolve_block_size()
-        rules, limit = self._plan_budget(X, X_ordered, position, rules, time.perf_counter() - fit_start)
         self.truncation_ = {q: (rule.tol, rule.max_rank) for q, rule in rules.items()}
         stream = self._stream(n, order, X.shape[1], subsample=limit < n and self.max_rows == "auto")
         self.stream_order_ = stream
@@ -522,6 +455,18 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         self.block_misses_ = list(kalman.block_misses)
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
         self._store_noise(held_out)
+
+    def _lay_out_state(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Set ``tt_shape_``, ``n_padded_``, ``row_order_``, ``train_inputs_`` and ``block_size_`` for a state of one
+        entry per row of X (n, D); returns α's order and each input's entry of α, both of shape (n,)."""
+        shape, n_padded = tensorize_shape(X.shape[0], int(self.max_factor), merge_to=int(self.mode_size))
+        self.tt_shape_, self.n_padded_ = list(shape), int(n_padded)
+        order = self._row_order(X, self.tt_shape_)
+        self.row_order_, self.train_inputs_ = order, X[order]
+        position = torch.empty_like(order)  # entry of α that belongs to training input i
+        position[order] = torch.arange(X.shape[0], device=order.device)
+        self.block_size_ = self._resolve_block_size()
+        return order, position
 
     def _store_filter(self, mean: TTVector, covariance_sqrt: TTMatrix) -> None:
         self.posterior_mean_tt_ = mean
@@ -588,6 +533,7 @@ class TNKF(KernelRowsMixin, KalmanModelMixin, BaseModel):
         if not has_tt_state(extra, "mean"):  # a file saved before tnbayes 0.2: "mean_core_k", "cov_sqrt_core_k"
             extra = {key.replace("mean_core_", "mean.").replace("cov_sqrt_core_", "root."): value
                      for key, value in extra.items()}
+        self.subset_ = getattr(self, "subset_", None)  # a file saved before the budget's subset: every row
         self.posterior_mean_tt_ = tt_from_state(extra, "mean", "vector")
         self.posterior_cov_sqrt_tt_ = tt_from_state(extra, "root", "matrix")
         self.kernel_module_ = self._make_kernel_module(self.train_inputs_.shape[1])
