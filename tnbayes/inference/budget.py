@@ -488,8 +488,8 @@ def als_rank_seconds(measured_seconds: float, measured_rank: int, rank: int) -> 
 
 #: rows of the seeded subsample on which a model without a rank search (FL) times ALS's set-up and one sweep at its
 #: automatic rank before the fit: both grow with N, and the probe's seconds times N / rows predict the fit's. At
-#: large N they under-predict (the full data's products no longer stay in the cache: measured 2–4× at 20 000 rows,
-#: docs/benchmarks.md), so the model also stops ALS at the budget
+#: large N they under-predict (the full data's products no longer stay in the cache; docs/benchmarks.md has the
+#: measurement), so the model also stops ALS at the budget
 ALS_PROBE_ROWS = 4000
 
 
