@@ -108,6 +108,35 @@ def test_error_ratio_is_the_mean_squared_residual_over_the_priors():
     assert few.error_ratio() is None
 
 
+def test_error_ratio_checks_the_innovations_and_the_noise_estimate_the_residuals():
+    rng = np.random.default_rng(7)
+    residuals, innovations, targets = 3.0 * rng.standard_normal(60), 0.1 * rng.standard_normal(60), \
+        rng.standard_normal(60)
+    collector = PrequentialResiduals(300)
+    collector.add(torch.from_numpy(residuals), torch.full((60,), 0.5), torch.from_numpy(targets),
+                  torch.from_numpy(innovations))
+    assert collector.error_ratio() == pytest.approx(np.mean(innovations**2) / np.mean(targets**2), rel=1e-12)
+    without = PrequentialResiduals(300)
+    without.add(torch.from_numpy(residuals), torch.full((60,), 0.5), torch.from_numpy(targets))
+    assert collector.noise_variance(0.1) == pytest.approx(without.noise_variance(0.1), rel=1e-12)
+    assert collector.noise_variance(0.1) > 1.0  # the residuals' 9, not the innovations' 0.01
+
+
+def test_tnkf_does_not_say_it_lost_noise_free_data_it_predicts():
+    """Noise-free smooth data: the exact GP's noise is at its floor, α's posterior mean has large entries that cancel,
+    and a held-out row's prediction without its own entry is far from the data (its squared error was 10⁴ times the
+    prior's, and the check warned). The filter's own innovations are small: it predicts the test rows well."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (200, 2))
+    y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2
+    untruncated = {q: (0.0, None) for q in ("covariance", "gain", "innovation", "row")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = tnbayes.TNKF(time_budget=None, truncation={**untruncated, "mean": 0.0}).fit(X[:150], y[:150])
+    assert model.measurement_noise_ < 1e-4
+    assert np.sqrt(np.mean((model.predict(X[150:]) - y[150:]) ** 2)) < 0.1 * np.std(y[150:])
+
+
 def _overfitting_problem(seed: int = 0):
     """9 inputs, 300 nearly noise-free rows of a smooth non-additive function: the exact GP's σ² is tiny, and a CPD
     of high rank interpolates its training rows but predicts new rows much worse than that σ² says."""

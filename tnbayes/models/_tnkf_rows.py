@@ -251,7 +251,9 @@ class KernelRowsMixin:
         Each row is predicted from the state before the block, with the kernel row of a new input: without its own
         entry k(x_i, x_i) (+ 1/γ), whose unprocessed prior variance p₀ would otherwise make every held-out row look
         well covered even when the kernel is nearly white. One row: compressed alone (as the row path always did);
-        several: compressed as one block TT and predicted together.
+        several: compressed as one block TT and predicted together. The lost-data check gets the filter's own
+        innovations, ``y − cᵀm`` with the measurement row as given: where α's posterior mean has large entries that
+        cancel (little noise), leaving the own entry out of the mean alone moves a prediction far from the data.
 
         Parameters
         ----------
@@ -272,6 +274,7 @@ class KernelRowsMixin:
         count = wanted.stop - wanted.start
         if count <= 0:
             return
+        innovations = targets[wanted] - kalman.dense_means(rows[wanted])  # the measurement rows, own entries included
         kernel_rows = rows[wanted].clone()
         kernel_rows[torch.arange(count), position[streamed[wanted]]] = 0.0
         root = kalman.covariance_sqrt
@@ -283,4 +286,5 @@ class KernelRowsMixin:
             kernel_tt = self._compress_block(kernel_rows, row_rule)
             means = block_dot(kernel_tt, kalman.mean, count)
             variances = block_transpose_norms_squared(root, kernel_tt, count)
-        held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_, targets[wanted])
+        held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_, targets[wanted],
+                     innovations.cpu())

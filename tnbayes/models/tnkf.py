@@ -155,7 +155,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         lost), and the predictive noise is R plus the extra variance their errors call for
         (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance ``k(x)ᵀ P k(x)``
         is not a GP posterior variance, and a truncated filter predicts worse than the exact GP whose σ² it borrowed;
-        those rows predicted worse than by the prior (``LOST_DATA_ERROR_RATIO``) give a warning. ``"training"``: R.
+        when the filter's own predictions of those rows (its innovations, from their measurement rows as given) are
+        worse than the prior's (``LOST_DATA_ERROR_RATIO``), the fit warns. ``"training"``: R.
     order : {"auto", "given", "sorted", "pca", "tree"}
         Order of α's entries, i.e. of the columns of every kernel row before it is tensorised.
         ``"sorted"`` sorts 1-D inputs; ``"pca"`` sorts by the first principal component; ``"tree"``

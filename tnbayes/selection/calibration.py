@@ -63,27 +63,43 @@ class PrequentialResiduals:
         self.residuals: list[torch.Tensor] = []
         self.variances: list[torch.Tensor] = []
         self.targets: list[torch.Tensor] = []
+        self.innovations: list[torch.Tensor] = []
 
     def wanted(self, processed: int, batch_rows: int) -> slice:
         """The rows of the next batch (``batch_rows`` rows after ``processed`` processed ones) to predict."""
         return slice(min(max(self.first - int(processed), 0), int(batch_rows)), int(batch_rows))
 
-    def add(self, residuals: torch.Tensor, predictive_variances: torch.Tensor, targets: torch.Tensor) -> None:
-        """Record ``y − μ`` (n,), the predictive variance of y (n,), noise included, and the targets y (n,) of
-        predicted rows, on the centred scale the filter fits (its prior predicts 0)."""
+    def add(self, residuals: torch.Tensor, predictive_variances: torch.Tensor, targets: torch.Tensor,
+            innovations: torch.Tensor | None = None) -> None:
+        """Record predicted rows, on the centred scale the filter fits (its prior predicts 0).
+
+        Parameters
+        ----------
+        residuals : torch.Tensor of shape (n,)
+            ``y − μ`` of each row predicted as a new input would be (the noise estimate's residuals).
+        predictive_variances : torch.Tensor of shape (n,)
+            The predictive variance of y of those predictions, noise included.
+        targets : torch.Tensor of shape (n,)
+            y.
+        innovations : torch.Tensor of shape (n,), optional
+            The filter's own one-step-ahead residuals of the measurements it is about to process, ``y − cᵀm``
+            (what :meth:`error_ratio` checks); default ``residuals``, where the two are the same prediction.
+        """
+        innovations = residuals if innovations is None else innovations
         for store, values in ((self.residuals, residuals), (self.variances, predictive_variances),
-                              (self.targets, targets)):
+                              (self.targets, targets), (self.innovations, innovations)):
             store.append(values.detach().reshape(-1).real.to(torch.float64).cpu())
 
     def error_ratio(self) -> float | None:
-        """Mean squared residual of the recorded rows over their mean squared target: the filter's error against its
-        prior's, which predicts 0 (None: fewer than :data:`MIN_HELD_OUT_ROWS` rows, or every target 0). A filter
-        that learnt from its rows scores below 1, one that extrapolates reverts towards its prior and about 1, one
-        whose state has lost the data far above :data:`LOST_DATA_ERROR_RATIO` (NaN when its mean overflowed)."""
+        """Mean squared innovation of the recorded rows over their mean squared target: the filter's error in
+        predicting the measurements it was about to process against its prior's, which predicts 0 (None: fewer than
+        :data:`MIN_HELD_OUT_ROWS` rows, or every target 0). A filter that learnt from its rows scores below 1, one
+        that extrapolates reverts towards its prior and about 1, one whose state has lost the data far above
+        :data:`LOST_DATA_ERROR_RATIO` (NaN when its mean overflowed)."""
         if self.num_collected < MIN_HELD_OUT_ROWS:
             return None
         prior_error = float(torch.cat(self.targets).square().mean())
-        return float(torch.cat(self.residuals).square().mean()) / prior_error if prior_error > 0 else None
+        return float(torch.cat(self.innovations).square().mean()) / prior_error if prior_error > 0 else None
 
     @property
     def num_collected(self) -> int:

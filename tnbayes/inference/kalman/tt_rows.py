@@ -211,6 +211,20 @@ class TTKalmanFilter:
         mean = row.to_dense() @ self._dense_mean()
         return float(mean), self.variance(row)
 
+    def dense_means(self, rows: torch.Tensor) -> torch.Tensor:
+        """The predicted measurements ``C m`` of dense rows (from the dense mean the row updates keep).
+
+        Parameters
+        ----------
+        rows : torch.Tensor of shape (B, N)
+            The rows ``c_k`` as dense vectors (N the product of ``shape``).
+
+        Returns
+        -------
+        torch.Tensor of shape (B,)
+        """
+        return rows.to(self.mean.cores[0].dtype) @ self._dense_mean()
+
     def _update_reference(self, gain: TTVector) -> float:
         """‖g‖, which scales every update's norm; only needed when rounding relative to updates."""
         return float(gain.norm()) if self.round_relative_to == "update" else math.nan
