@@ -67,6 +67,30 @@ def test_exact_row_filter_equals_the_dense_filter_and_the_closed_form(forgetting
         torch.testing.assert_close(dense.covariance, cov, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("square_root", [True, False])
+def test_prediction_given_a_zero_entry_is_the_posterior_of_the_model_without_it(square_root):
+    """``predict_given_zero_entry(c, i)`` = the closed-form posterior predictive of the model whose state lacks
+    entry i, given the same rows without their column i (what TNKF's held-out rows are predicted from)."""
+    g = torch.Generator().manual_seed(4)
+    shape, n, R, p0 = (2, 3, 2), 12, 1e-4, 1.5
+    rows = torch.randn(7, n, generator=g, dtype=torch.float64)
+    targets = torch.randn(7, generator=g, dtype=torch.float64)
+    kf = TTKalmanFilter(shape, p0, truncation=EXACT, square_root=square_root)
+    for row, target in zip(rows, targets):
+        kf.update(TTVector.from_dense(row, shape), float(target), R)
+    new_row = torch.randn(n, generator=g, dtype=torch.float64)
+    for entry in (0, 5, n - 1):
+        kept = [j for j in range(n) if j != entry]
+        reduced = rows[:, kept]
+        cov = torch.linalg.inv(reduced.T @ reduced / R + torch.eye(n - 1, dtype=torch.float64) / p0)
+        mean = cov @ reduced.T @ targets / R
+        expected = (float(new_row[kept] @ mean), float(new_row[kept] @ cov @ new_row[kept]))
+        got = kf.predict_given_zero_entry(TTVector.from_dense(new_row, shape), entry)
+        assert got == pytest.approx(expected, rel=1e-7, abs=1e-9)
+        plain = kf.predict(TTVector.from_dense(new_row, shape))
+        assert abs(plain[0] - expected[0]) > 1e-3  # the entry matters: without the conditioning the mean differs
+
+
 def test_square_root_update_stays_psd_where_the_covariance_form_does_not():
     X = _inputs(32, seed=2)
     model = tnbayes.TNKF(lengthscale=0.5, outputscale=1.0, gamma=100.0, max_rows=1,

@@ -18,7 +18,7 @@ from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncatio
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors import TTVector, hierarchical_order
-from tnbayes.tensors.tt_block import block_dot, block_from_dense, block_transpose_norms_squared, columns_to_block
+from tnbayes.tensors.tt_block import block_from_dense, columns_to_block
 
 __all__ = ["KernelRowsMixin", "ROW_ORDERS", "STREAM_ORDERS"]
 
@@ -248,12 +248,13 @@ class KernelRowsMixin:
                           held_out: PrequentialResiduals) -> None:
         """Add the prequential residuals and predictive variances of the ``wanted`` rows of a block to ``held_out``.
 
-        Each row is predicted from the state before the block, with the kernel row of a new input: without its own
-        entry k(x_i, x_i) (+ 1/γ), whose unprocessed prior variance p₀ would otherwise make every held-out row look
-        well covered even when the kernel is nearly white. One row: compressed alone (as the row path always did);
-        several: compressed as one block TT and predicted together. The lost-data check gets the filter's own
-        innovations, ``y − cᵀm`` with the measurement row as given: where α's posterior mean has large entries that
-        cancel (little noise), leaving the own entry out of the mean alone moves a prediction far from the data.
+        Each row is predicted as a new input at x_i would be, from the state before the block: the model without
+        the row's own entry of α, i.e. its kernel row without k(x_i, x_i) (+ 1/γ), each row compressed alone, and
+        the state conditioned on α_i = 0 (:meth:`TTKalmanFilter.predict_given_zero_entry`, the exact posterior of
+        the model without that entry). With the entry, its unprocessed prior variance p₀ would make every held-out row
+        look well covered even when the kernel is nearly white. Without the conditioning, where α's posterior mean
+        has large entries that cancel (little noise), dropping one entry moves the prediction far from the data. The
+        lost-data check gets the filter's own innovations, ``y − cᵀm`` with the measurement row as given.
 
         Parameters
         ----------
@@ -276,15 +277,11 @@ class KernelRowsMixin:
             return
         innovations = targets[wanted] - kalman.dense_means(rows[wanted])  # the measurement rows, own entries included
         kernel_rows = rows[wanted].clone()
-        kernel_rows[torch.arange(count), position[streamed[wanted]]] = 0.0
-        root = kalman.covariance_sqrt
-        if count == 1:
-            kernel_tt = TTVector.from_dense(kernel_rows[0], self.tt_shape_, tol=row_rule.tol,
-                                            max_rank=row_rule.max_rank)
-            means, variances = (torch.tensor([value], dtype=torch.float64) for value in kalman.predict(kernel_tt))
-        else:
-            kernel_tt = self._compress_block(kernel_rows, row_rule)
-            means = block_dot(kernel_tt, kalman.mean, count)
-            variances = block_transpose_norms_squared(root, kernel_tt, count)
+        own = position[streamed[wanted]]
+        kernel_rows[torch.arange(count), own] = 0.0
+        predictions = [kalman.predict_given_zero_entry(TTVector.from_dense(kernel_row, self.tt_shape_, tol=row_rule.tol,
+                                                                            max_rank=row_rule.max_rank), int(entry))
+                       for kernel_row, entry in zip(kernel_rows, own)]
+        means, variances = torch.tensor(predictions, dtype=torch.float64).T
         held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_, targets[wanted],
                      innovations.cpu())

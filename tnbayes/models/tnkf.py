@@ -151,8 +151,9 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
-        state before them (their kernel rows without their own entry: a prequential hold-out, no refit, no row
-        lost), and the predictive noise is R plus the extra variance their errors call for
+        state before them as new inputs at their x would be (their kernel rows without their own entry, the state
+        conditioned on that entry being 0: a prequential hold-out, no refit, no row lost), and the predictive
+        noise is R plus the extra variance their errors call for
         (:func:`~tnbayes.selection.calibration.additive_variance_estimate`): the filter's variance ``k(x)ᵀ P k(x)``
         is not a GP posterior variance, and a truncated filter predicts worse than the exact GP whose σ² it borrowed;
         when the filter's own predictions of those rows (its innovations, from their measurement rows as given) are

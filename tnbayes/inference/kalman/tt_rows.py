@@ -211,6 +211,43 @@ class TTKalmanFilter:
         mean = row.to_dense() @ self._dense_mean()
         return float(mean), self.variance(row)
 
+    def predict_given_zero_entry(self, row: TTVector, entry: int) -> tuple[float, float]:
+        """The predictive mean and variance of ``cᵀw`` (without the noise) given the state and ``w_entry = 0``.
+
+        With ``p = P e_entry`` the conditional mean is ``cᵀ(m − p m_entry / p_entry)`` and the conditional variance
+        ``cᵀPc − (cᵀp)² / p_entry`` (a Schur complement, ≥ 0): the posterior of a model without that entry of the
+        state, given the same rows. In square-root mode ``cᵀp = (Lᵀc)ᵀ(Lᵀe)``, both contracted to dense vectors
+        (:func:`~tnbayes.tensors.tt_rounding.matvec_to_dense`; e is a rank-1 TT).
+
+        Parameters
+        ----------
+        row : TTVector
+            ``c``, modes ``shape``.
+        entry : int
+            Index of the state entry held at zero (n_1 slowest, as dense vectors are laid out).
+
+        Returns
+        -------
+        mean, variance : float
+        """
+        digits = torch.unravel_index(torch.tensor(int(entry)), self.shape)  # the TT mode indices, n_1 slowest
+        unit = TTVector([torch.nn.functional.one_hot(digit, size).to(row.cores[0]).reshape(1, -1, 1)
+                         for digit, size in zip(digits, self.shape)])
+        mean = float(row.to_dense() @ self._dense_mean())
+        own_mean = float(self._dense_mean()[int(entry)])
+        if self.square_root:
+            projected = matvec_to_dense(self.covariance_sqrt.cores, row.cores, transpose=True)  # Lᵀc
+            own = matvec_to_dense(self.covariance_sqrt.cores, unit.cores, transpose=True)  # Lᵀe
+            variance, cross, own_variance = (float(a @ b) for a, b in
+                                             ((projected, projected), (projected, own), (own, own)))
+        else:
+            column = self._covariance.matvec(unit)  # P e
+            variance, cross, own_variance = (float(self._covariance.quadratic_form(row)), float(row.dot(column)),
+                                             float(unit.dot(column)))
+        if not own_variance > 0:  # the entry is known to be 0 already
+            return mean, max(variance, 0.0)
+        return mean - cross * own_mean / own_variance, max(variance - cross * cross / own_variance, 0.0)
+
     def dense_means(self, rows: torch.Tensor) -> torch.Tensor:
         """The predicted measurements ``C m`` of dense rows (from the dense mean the row updates keep).
 
