@@ -275,7 +275,7 @@ class KernelRowsMixin:
         count = wanted.stop - wanted.start
         if count <= 0:
             return
-        innovations = targets[wanted] - kalman.dense_means(rows[wanted])  # the measurement rows, own entries included
+        innovations = targets[wanted] - kalman.dense_means(rows[wanted]).cpu()  # the measurement rows as given
         kernel_rows = rows[wanted].clone()
         own = position[streamed[wanted]]
         kernel_rows[torch.arange(count), own] = 0.0

@@ -48,7 +48,8 @@ def check_noise_estimate(value: str) -> None:
 
 class PrequentialResiduals:
     """Residuals, predictive variances and targets of the last rows a sequential filter processes, each predicted
-    from the state before the filter saw it (a hold-out that needs no refit and loses no row).
+    from the state before the filter saw it (a hold-out that needs no refit and loses no row), and the filter's
+    innovations on them, which :meth:`error_ratio` checks.
 
     Parameters
     ----------

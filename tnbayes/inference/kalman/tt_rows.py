@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
 from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
@@ -230,8 +231,8 @@ class TTKalmanFilter:
         -------
         mean, variance : float
         """
-        digits = torch.unravel_index(torch.tensor(int(entry)), self.shape)  # the TT mode indices, n_1 slowest
-        unit = TTVector([torch.nn.functional.one_hot(digit, size).to(row.cores[0]).reshape(1, -1, 1)
+        digits = np.unravel_index(int(entry), self.shape)  # the TT mode indices, n_1 slowest
+        unit = TTVector([torch.nn.functional.one_hot(torch.tensor(int(digit)), size).to(row.cores[0]).reshape(1, -1, 1)
                          for digit, size in zip(digits, self.shape)])
         mean = float(row.to_dense() @ self._dense_mean())
         own_mean = float(self._dense_mean()[int(entry)])
@@ -244,8 +245,8 @@ class TTKalmanFilter:
             column = self._covariance.matvec(unit)  # P e
             variance, cross, own_variance = (float(self._covariance.quadratic_form(row)), float(row.dot(column)),
                                              float(unit.dot(column)))
-        if not own_variance > 0:  # the entry is known to be 0 already
-            return mean, max(variance, 0.0)
+        if not own_variance > 0:  # no variance left in the entry (or, in covariance mode, P lost definiteness there)
+            return mean, max(variance, 0.0)  # nothing to condition on: the state's own prediction
         return mean - cross * own_mean / own_variance, max(variance - cross * cross / own_variance, 0.0)
 
     def dense_means(self, rows: torch.Tensor) -> torch.Tensor:
@@ -260,7 +261,8 @@ class TTKalmanFilter:
         -------
         torch.Tensor of shape (B,)
         """
-        return rows.to(self.mean.cores[0].dtype) @ self._dense_mean()
+        mean = self._dense_mean()
+        return rows.to(mean) @ mean
 
     def _update_reference(self, gain: TTVector) -> float:
         """‖g‖, which scales every update's norm; only needed when rounding relative to updates."""
