@@ -282,6 +282,5 @@ class KernelRowsMixin:
         predictions = [kalman.predict_given_zero_entry(TTVector.from_dense(kernel_row, self.tt_shape_, tol=row_rule.tol,
                                                                             max_rank=row_rule.max_rank), int(entry))
                        for kernel_row, entry in zip(kernel_rows, own)]
-        means, variances = torch.tensor(predictions, dtype=torch.float64).T
-        held_out.add(targets[wanted] - means.cpu(), variances.cpu() + self.measurement_noise_, targets[wanted],
-                     innovations.cpu())
+        means, variances = torch.tensor(predictions, dtype=torch.float64).T  # on the CPU, as the targets
+        held_out.add(targets[wanted] - means, variances + self.measurement_noise_, targets[wanted], innovations)
