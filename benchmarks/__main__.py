@@ -15,7 +15,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
                "tnkf_sinc", "tnkf_classification", "hilbert_kernel_error"),
     # time, memory and cost per data point as the problem grows
     "speed": ("cpd_speed", "engine_grouping", "tnkf_speed", "tnkf_cost", "tt_kalman_cost", "tt_kalman_airline", "kalman_speedup",
-              "hilbert_gp_scaling", "scale_out", "reference_code", "device_speed"),
+              "budget_under_load", "hilbert_gp_scaling", "scale_out", "reference_code", "device_speed"),
     # predictive accuracy and calibration (NLPD, coverage) against ExactGP on fixed splits
     "calibration": ("exact_gp_uci", "cpd_uci_calibration", "tt_kalman_uci", "calibration_study", "defaults_study",
                     "airline_peers", "tnkf_block_check", "odd_data_sweep"),

@@ -59,6 +59,9 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "kalman_speedup": (["--workloads", "sinc", "--before-rows", "256", "--quick", "--defaults-rows", "1024"],
                        ["--workloads", "sinc", "--before-rows", "32", "--quick", "--defaults-rows", "128", "--full",
                         "--defaults-models", "TNKF"]),
+    "budget_under_load": (["--models", "TNKF", "--dataset", "wilson/concrete", "--rows", "600", "--test-rows", "200"],
+                          ["--models", "TNKF", "--dataset", "wilson/concrete", "--rows", "200", "--test-rows", "50",
+                           "--load", "0"]),
     # skipped pair by pair where the reference checkouts are absent (CI): only our rows run then
     "reference_code": (["--repeats", "1", "--rffnet-epochs", "10", "--rffnet-configs", "32:1e-2:1e-4",
                         "--fl-epochs", "10:10"],

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from tnbayes._warnings import warn_user
-from tnbayes.inference.budget import BudgetPlan, BudgetWarning, describe_plan, record_measured_seconds
+from tnbayes.inference.budget import MIN_ROWS, BudgetPlan, BudgetWarning, describe_plan, record_measured_seconds
 from tnbayes.inference.kalman import covariance_from_root
+from tnbayes.inference.stream_deadline import DEADLINE_GRACE, StreamDeadline
 from tnbayes.selection.calibration import LOST_DATA_ERROR_RATIO, PrequentialResiduals
 from tnbayes.tensors import TTMatrix
 
@@ -26,8 +27,8 @@ class KalmanModelMixin:
     fitted covariance root ``posterior_cov_sqrt_tt_``.
 
     Subclasses implement :meth:`_budget_settings_text` and :meth:`_budget_pass_text` and set
-    ``_budget_given_instead``; they call :meth:`_store_plan` once the plan is made and :meth:`_record_budget` after
-    the filter ran. ``hyperparameter_source_`` must be set before either (``"given"``: nothing was estimated).
+    ``_budget_given_instead``; they call :meth:`_store_plan` once the plan is made, stream through
+    :meth:`_stream_deadline`, and call :meth:`_record_budget` after the filter ran. ``hyperparameter_source_`` must be set before either (``"given"``: nothing was estimated).
     """
 
     #: the parameters that, given, skip the hyper-parameter estimate (named by the warning of a slow estimate)
@@ -62,6 +63,32 @@ class KalmanModelMixin:
         self._report(line)
         if warning is not None:
             warn_user(warning, BudgetWarning)
+
+    def _stream_deadline(self, rows: int, fit_start: float, reserve_seconds: float = 0.0) -> StreamDeadline:
+        """The deadline of the filter's stream of ``rows`` planned rows, when the budget chose the rows (``time_budget``
+        set and ``max_rows="auto"``; else none): ``fit_start + (1 + DEADLINE_GRACE) · time_budget − reserve_seconds``
+        (what the fit needs after the filter; the grace, :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE`,
+        leaves the cost model's own error alone). A cut keeps at least :data:`~tnbayes.inference.budget.MIN_ROWS`
+        rows. Made when the stream starts."""
+        budgeted = self.time_budget is not None and self.max_rows == "auto"
+        deadline = fit_start + (1.0 + DEADLINE_GRACE) * float(self.time_budget) - float(reserve_seconds) \
+            if budgeted else None
+        return StreamDeadline(rows, deadline, min_rows=MIN_ROWS)
+
+    def _record_deadline(self, deadline: StreamDeadline) -> None:
+        """Add ``planned_rows`` and ``stopped_at_deadline`` to ``budget_``; report and warn
+        (:class:`~tnbayes.inference.budget.BudgetWarning`) when the deadline cut the stream."""
+        self.budget_.update(planned_rows=deadline.planned_rows, stopped_at_deadline=deadline.cut)
+        if deadline.cut:
+            predicted = self.budget_.get("predicted_seconds_per_row")
+            pace = "" if not predicted or deadline.seconds_per_row is None else \
+                f" ({deadline.seconds_per_row / float(predicted):.2g} times the cost model's seconds per row)"
+            message = (f"{type(self).__name__}: the time budget ended the filter after {deadline.rows} of the "
+                       f"{deadline.planned_rows} planned rows: they ran slower than predicted{pace}, as on a slower or "
+                       f"busier machine. The rows left out are spread over the rest of the stream; pass a larger "
+                       f"time_budget, or max_rows to stream a given number of rows.")
+            self._report(message)
+            warn_user(message, BudgetWarning)
 
     def _record_budget(self, hyperparameter_seconds: float, filter_seconds: float, rows: int,
                        fit_seconds: float) -> None:

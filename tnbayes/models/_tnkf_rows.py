@@ -15,6 +15,7 @@ import gpytorch
 import torch
 
 from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
+from tnbayes.inference.stream_deadline import StreamDeadline, evenly_spaced_rest
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors import TTVector, hierarchical_order
@@ -150,7 +151,8 @@ class KernelRowsMixin:
 
     def _stream_rows(self, kalman: TTKalmanFilter, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
                      stream: torch.Tensor, targets: torch.Tensor, limit: int, row_rule: Truncation,
-                     held_out: PrequentialResiduals | None, block_size: int = 1) -> tuple[dict[str, int], bool]:
+                     held_out: PrequentialResiduals | None, block_size: int = 1,
+                     deadline: StreamDeadline | None = None) -> tuple[dict[str, int], bool]:
         """Stream the first ``limit`` rows of ``stream`` through the filter (the constraint row first when asked).
 
         Parameters
@@ -177,6 +179,11 @@ class KernelRowsMixin:
             block update of B rows (:meth:`TTKalmanFilter.update_block`). Early stopping is checked after each
             update. A block the filter rejects (:class:`~tnbayes.inference.kalman.BlockUpdateError`) and every row
             after it are filtered one at a time (``block_fallback_row_``).
+        deadline : StreamDeadline, optional
+            Checked after each update; where it lowers the rows to stream, the rest of the stream keeps that many rows
+            spread evenly over it (:func:`~tnbayes.inference.stream_deadline.evenly_spaced_rest`: a stream in the
+            inputs' order still reaches its end), ``held_out`` collects the last of them, and ``stream_order_``
+            lists the rows streamed first.
 
         Returns
         -------
@@ -200,7 +207,8 @@ class KernelRowsMixin:
             ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
             ones[:n] = 1.0
             kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
-        for first in range(0, limit, chunk):
+        first = 0
+        while first < limit and not stopped:
             last = min(first + chunk, limit)
             rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
             streamed = stream[first:last]
@@ -235,13 +243,32 @@ class KernelRowsMixin:
                 if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):
                     stopped = True
                     break
+                kept = limit if deadline is None else deadline.rows_after(first + i)
+                if kept < limit:  # the rest thinned to what the deadline affords (rows dropped moved behind)
+                    stream, targets = self._thinned_stream(stream, targets, first + i, limit, kept)
+                    limit = kept
+                    if held_out is not None:
+                        held_out.shorten(kept)
+                    break  # the next rows computed from the new stream
             if progress is not None:
-                progress.update(last - first)
-            if stopped:
-                break
+                progress.update(i)
+            first += i
         if progress is not None:
             progress.close()
+        self.stream_order_ = stream
         return max_ranks, stopped
+
+    @staticmethod
+    def _thinned_stream(stream: torch.Tensor, targets: torch.Tensor, processed: int, rows: int,
+                        kept: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``stream`` (n,) and ``targets`` (n,) reordered so that their first ``kept`` entries are the first
+        ``processed`` and ``kept − processed`` of the rest of the first ``rows``, spread evenly over it
+        (:func:`~tnbayes.inference.stream_deadline.evenly_spaced_rest`); the others follow in their order."""
+        keep = evenly_spaced_rest(rows, processed, kept)
+        dropped = torch.ones(stream.numel(), dtype=torch.bool)
+        dropped[keep] = False
+        order = torch.cat([keep, dropped.nonzero().flatten()])
+        return stream[order.to(stream.device)], targets[order.to(targets.device)]
 
     def _predict_held_out(self, kalman: TTKalmanFilter, rows: torch.Tensor, streamed: torch.Tensor,
                           position: torch.Tensor, targets: torch.Tensor, row_rule: Truncation, wanted: slice,

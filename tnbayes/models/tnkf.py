@@ -147,8 +147,14 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         over the cost model finds (``subset_``; α has one entry per training row, so a smaller state also costs less
         per row), at those caps or higher. A budget that even the smallest settings exceed raises a
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
-        :data:`DEFAULT_TRUNCATION` caps and all rows). With or without a budget the filter runs on one torch
-        thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
+        :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on a machine
+        slower than the cost model's: every few rows the filter measures its seconds per row and, where the planned
+        rows would end the fit more than :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of
+        ``time_budget`` past it, keeps only as many of the rest as fit, spread evenly over them
+        (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
+        :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says so).
+        With or without a budget the filter runs on one torch thread
+        (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
         state before them as new inputs at their x would be (their kernel rows without their own entry, the state
@@ -168,7 +174,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     stream_order : {"auto", "given", "index", "random"}
         Order in which the rows are streamed: as the training inputs are given, in the order of α's
         entries, or a seeded random permutation. ``"auto"`` (default) is ``"index"`` for 1-D inputs
-        (left to right, as the paper streams its sinc) and ``"given"`` otherwise. With ``max_rows`` or
+        (left to right, as the paper streams its sinc) and ``"given"`` otherwise, or ``"random"`` where the budget
+        plans to stream fewer rows than the state holds. With ``max_rows`` or
         early stopping the stream decides *which* rows are used, so it should then be a representative
         sample: use ``"random"`` (or shuffled data with ``"given"``) — an ``"index"`` stream visits the
         inputs from left to right, or in ``"tree"`` order one cluster after the other.
@@ -221,7 +228,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         α's entry order (``order``): entry i belongs to training input ``row_order_[i]`` (of ``X[subset_]`` when
         the budget fitted on a subset, as ``stream_order_``).
     stream_order_ : torch.Tensor of shape (N,)
-        Training-input indices in the order their rows were (or would have been) streamed.
+        Training-input indices in the order their rows were (or would have been) streamed: those streamed
+        first (a deadline's cut moves the rows it left out behind them).
     rows_processed_ : int
     covariance_trace_history_ : list of float
         tr(P) after every row update.
@@ -248,7 +256,9 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         ``predicted_seconds``, ``within_budget``, ``default_settings`` and ``default_seconds`` (the first
         candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), ``training_rows``
         (only when the budget fitted on ``subset_``: the rows given; ``num_rows`` is the subset's), and after the
-        fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured).
+        fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured),
+        ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the budget's deadline cut the stream, see
+        ``time_budget``).
     truncation_ : dict
         Quantity → ``(tol, max_rank)`` the filter used (``truncation``, the defaults and the budget's caps).
 
@@ -441,9 +451,11 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         held_out = PrequentialResiduals(limit) if self.noise_estimate == "held_out" else None
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
+            deadline = self._stream_deadline(limit, fit_start)
             max_ranks, stopped = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
-                                                   rules["row"], held_out, self.block_size_)
+                                                   rules["row"], held_out, self.block_size_, deadline)
         filter_seconds = time.perf_counter() - start
+        self._record_deadline(deadline)
         self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
         self._record_budget(hyperparameter_seconds, filter_seconds, kalman.num_updates,
                             time.perf_counter() - fit_start)

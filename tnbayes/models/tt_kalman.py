@@ -159,8 +159,14 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         hyper-parameters, all the seconds the estimate took when it took more), else M = 8 and the largest cap
         that does, else fewer rows at rank 6 and M = 8. A
         budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
-        the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With or without
-        a budget the filter runs on one torch thread (:func:`~tnbayes.inference.budget.single_torch_thread`).
+        the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With
+        ``max_rows="auto"`` the budget also holds on a machine slower than the cost model's: every few batches the
+        filter measures its seconds per row and, where the planned rows would end more than
+        :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it (less the smoothing's
+        predicted seconds), stops at the rows that fit (a random sample: the rows stream in a random order;
+        at least :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says
+        so). With or without a budget the filter runs on one torch thread
+        (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         With smoothing, ``"held_out"`` (default; rows in memory) refits the smoothing without a seeded 20% of its
         rows and sets the predictive σ² — the scale of the noise and of the Laplace variance, σ²(1 + q) — from
@@ -246,7 +252,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         ``predicted_seconds_per_row``, ``predicted_seconds``, ``within_budget``, ``default_settings`` and
         ``default_seconds`` (the first candidate over every row), ``ladder`` (every candidate with its predicted
         seconds per row), and after the fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row``
-        and ``fit_seconds`` (measured).
+        and ``fit_seconds`` (measured), ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the
+        budget's deadline cut the filter, see ``time_budget``).
     """
 
     input_scaling = "standard"
@@ -404,6 +411,10 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                                                          and self.noise_variance is None) else None
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
+            # the smoothing's predicted seconds are kept from the deadline; the stream is in a random order, so a cut
+            # keeps a random sample of the rows
+            deadline = self._stream_deadline(rows_to_use, fit_start,
+                                             self.budget_.get("smoothing_predicted_seconds", 0.0) if smooths else 0.0)
             for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
                 kalman.forget(float(self.forgetting_factor))
                 phi = self._features(batch_X)  # (K, B, M)
@@ -426,7 +437,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                         stopped = True
                         break
                 previous_trace = trace
+                kept = deadline.rows_after(used)
+                if held_out is not None and deadline.cut:
+                    held_out.shorten(kept)
+                if used >= kept:
+                    break
         filter_seconds = time.perf_counter() - start
+        self._record_deadline(deadline)
         self.seconds_per_row_ = filter_seconds / max(used, 1)
         self.rows_used_ = used
         self.history_ = list(self.trace_history_)

@@ -66,6 +66,14 @@ class PrequentialResiduals:
         self.targets: list[torch.Tensor] = []
         self.innovations: list[torch.Tensor] = []
 
+    def shorten(self, num_rows: int) -> None:
+        """The filter will process only ``num_rows`` rows (e.g. a deadline cut the stream): collect the last
+        ``round(HELD_OUT_FRACTION · num_rows)`` of those instead, from the next row on where they would start before
+        it. Once rows are collected, the collection goes on to the last row."""
+        if self.num_collected == 0:
+            held = int(round(HELD_OUT_FRACTION * int(num_rows)))
+            self.first = int(num_rows) - held if held >= MIN_HELD_OUT_ROWS else int(num_rows)
+
     def wanted(self, processed: int, batch_rows: int) -> slice:
         """The rows of the next batch (``batch_rows`` rows after ``processed`` processed ones) to predict."""
         return slice(min(max(self.first - int(processed), 0), int(batch_rows)), int(batch_rows))
