@@ -56,6 +56,19 @@ def test_deadline_follows_the_recent_pace_and_never_raises_the_rows():
     assert processed == deadline.rows < 1000 and clock.now < 200.0
 
 
+def test_one_slow_interval_does_not_cut():
+    """A one-off cost (TNKF computes a chunk of kernel rows at once, here 100 s before the first row) is not the
+    stream's pace: the planned rows end by the deadline at the steady pace, and none is cut."""
+    clock = ScriptedClock()
+    deadline = StreamDeadline(500, 650.0, clock=clock)
+    assert _run(deadline, clock, lambda k: 101.0 if k == 0 else 1.0, 500) == 500 and not deadline.cut
+    assert clock.now == pytest.approx(600.0) and deadline.seconds_per_row == pytest.approx(1.0)
+    clock = ScriptedClock()
+    late = StreamDeadline(500, 500.0, clock=clock)  # the same stream, a deadline the steady pace cannot meet
+    assert _run(late, clock, lambda k: 101.0 if k == 0 else 1.0, 500) < 500 and late.cut
+    assert clock.now == pytest.approx(500.0)
+
+
 def test_deadline_keeps_the_floor_and_none_keeps_the_plan():
     clock = ScriptedClock()
     late = StreamDeadline(400, -1.0, min_rows=MIN_ROWS, clock=clock)  # already past
@@ -110,7 +123,8 @@ def _rows(n: int, d: int = 2, seed: int = 0):
 def test_tnkf_cut_by_its_deadline_streams_rows_spread_over_the_given_order(monkeypatch):
     """A deadline already past at the stream's start (a grace of −1: fit start + 0 · time_budget) cuts the planned
     rows to MIN_ROWS, taken from the whole stream; the report, budget_ and the warning say so, the hold-out collects
-    the last rows streamed, and a fit given every row but the ones cut off predicts as well."""
+    the last rows streamed, and the fit predicts about as well as every row streamed in the same order, far better
+    than the stream's first MIN_ROWS rows (sorted inputs: a prefix covers the left of the data only)."""
     monkeypatch.setattr("tnbayes.models._kalman_common.DEADLINE_GRACE", -1.0)
     n = 600
     X, y = _rows(n)
@@ -129,8 +143,14 @@ def test_tnkf_cut_by_its_deadline_streams_rows_spread_over_the_given_order(monke
     assert model.held_out_noise_variance_ is not None
     assert any("ended the filter after" in line for line in model.fit_report_)
     X_test, y_test = _rows(300, seed=1)
-    rmse = float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)))
-    assert rmse < 0.25 * float(np.std(y_test))
+
+    def rmse(fitted):
+        return float(np.sqrt(np.mean((fitted.predict(X_test) - y_test) ** 2)))
+
+    unbudgeted = dict(fixed, time_budget=None)
+    every_row = tnbayes.TNKF(max_rows=None, **unbudgeted).fit(X, y)
+    prefix = tnbayes.TNKF(max_rows=MIN_ROWS, **unbudgeted).fit(X, y)
+    assert rmse(model) < 1.25 * rmse(every_row) and rmse(model) < 0.5 * rmse(prefix)
     monkeypatch.setattr("tnbayes.models._kalman_common.DEADLINE_GRACE", 0.1)
     planned = tnbayes.TNKF(**fixed).fit(X, y)  # the default grace and a huge budget: nothing is cut
     assert planned.rows_processed_ == n and not planned.budget_["stopped_at_deadline"]

@@ -5,7 +5,9 @@ The time budget plans how many rows a Kalman filter streams from a cost model fi
 busier machine the same rows take longer, and the fit ends past its budget by the same factor. :class:`StreamDeadline`
 holds the plan to the clock: every :data:`DEADLINE_CHECK_ROWS` rows it measures the seconds per row of the recent
 rows and, where the rows still planned would end past the deadline, lowers the rows to stream to those that fit
-(never below a floor, and never raised again). :func:`evenly_spaced_rest` picks which of the remaining rows those
+(never below a floor, and never raised again). The pace is the fastest of the last :data:`DEADLINE_PACE_INTERVALS`
+intervals, so that one slow interval — a new chunk's kernel rows computed at once, a moment's load — does not cut
+rows: only a pace that holds does. :func:`evenly_spaced_rest` picks which of the remaining rows those
 are: spread evenly over the rest of the stream, so that a stream in a meaningful order (sorted inputs, a time
 series) still reaches its end.
 """
@@ -18,10 +20,12 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["DEADLINE_CHECK_ROWS", "DEADLINE_GRACE", "StreamDeadline", "evenly_spaced_rest"]
+__all__ = ["DEADLINE_CHECK_ROWS", "DEADLINE_GRACE", "DEADLINE_PACE_INTERVALS", "StreamDeadline", "evenly_spaced_rest"]
 
 #: rows between two measurements of the stream's seconds per row
 DEADLINE_CHECK_ROWS = 32
+#: intervals of :data:`DEADLINE_CHECK_ROWS` rows whose fastest sets the pace (at least two are measured before a cut)
+DEADLINE_PACE_INTERVALS = 4
 #: share of the time budget a stream may run past it before its deadline cuts rows: the cost models' own error on the
 #: machine they were fitted on (docs/benchmarks.md), which the budget's plan already spends, is not cut
 DEADLINE_GRACE = 0.1
@@ -67,9 +71,11 @@ class StreamDeadline:
 
     def rows_after(self, processed: int) -> int:
         """The rows to stream in all, after ``processed`` of them: :attr:`rows`, lowered where the rest would end past
-        the deadline at the seconds per row measured since the check about a quarter of the stream back (the cost
-        per row grows with the filter's ranks, so the recent rows predict the next ones better than the whole stream
-        does). Measured every :data:`DEADLINE_CHECK_ROWS` rows; a cut keeps at least ``processed`` and ``min_rows``.
+        the deadline at the measured pace — the seconds per row of the fastest of the last
+        :data:`DEADLINE_PACE_INTERVALS` intervals between checks (one every :data:`DEADLINE_CHECK_ROWS` rows; the cost
+        per row grows with the filter's ranks, so recent intervals predict the next rows better than the whole stream
+        does, and the fastest ignores one-off costs). No cut before two intervals are measured; a cut keeps at least
+        ``processed`` and ``min_rows``.
 
         Parameters
         ----------
@@ -84,11 +90,10 @@ class StreamDeadline:
         if self.deadline is None or processed >= self.rows or processed - self._checks[-1][0] < DEADLINE_CHECK_ROWS:
             return self.rows
         now = float(self._clock())
-        since = processed - max(DEADLINE_CHECK_ROWS, processed // 4)
-        start_rows, start_time = next(check for check in reversed(self._checks) if check[0] <= since)
         self._checks.append((processed, now))
-        self.seconds_per_row = (now - start_time) / (processed - start_rows)
-        if self.seconds_per_row <= 0:
+        recent = self._checks[-DEADLINE_PACE_INTERVALS - 1:]
+        self.seconds_per_row = min((t1 - t0) / (r1 - r0) for (r0, t0), (r1, t1) in zip(recent, recent[1:]))
+        if len(recent) < 3 or self.seconds_per_row <= 0:
             return self.rows
         affordable = max(self.deadline - now, 0.0) / self.seconds_per_row  # rows left before the deadline
         if affordable < self.rows - processed:
