@@ -75,18 +75,20 @@ class KalmanModelMixin:
             if budgeted else None
         return StreamDeadline(rows, deadline, min_rows=MIN_ROWS)
 
-    def _record_deadline(self, deadline: StreamDeadline) -> None:
-        """Add ``planned_rows`` and ``stopped_at_deadline`` to ``budget_``; report and warn
-        (:class:`~tnbayes.inference.budget.BudgetWarning`) when the deadline cut the stream."""
-        self.budget_.update(planned_rows=deadline.planned_rows, stopped_at_deadline=deadline.cut)
-        if deadline.cut:
+    def _record_deadline(self, deadline: StreamDeadline, rows: int) -> None:
+        """Add ``planned_rows`` and ``stopped_at_deadline`` (the deadline left out some of the planned rows) to
+        ``budget_``, for a filter that processed ``rows`` rows; report and warn
+        (:class:`~tnbayes.inference.budget.BudgetWarning`) when it did."""
+        stopped = deadline.lowered and int(rows) < deadline.planned_rows
+        self.budget_.update(planned_rows=deadline.planned_rows, stopped_at_deadline=stopped)
+        if stopped:
             predicted = self.budget_.get("predicted_seconds_per_row")
             pace = "" if not predicted or deadline.seconds_per_row is None else \
-                f" ({deadline.seconds_per_row / float(predicted):.2g} times the cost model's seconds per row)"
-            message = (f"{type(self).__name__}: the time budget ended the filter after {deadline.rows} of the "
+                f" (last measured: {deadline.seconds_per_row / float(predicted):.2g} times the cost model's seconds per row)"
+            message = (f"{type(self).__name__}: the time budget left the filter {int(rows)} of the "
                        f"{deadline.planned_rows} planned rows: they ran slower than predicted{pace}, as on a slower or "
-                       f"busier machine. The rows left out are spread over the rest of the stream; pass a larger "
-                       f"time_budget, or max_rows to stream a given number of rows.")
+                       f"busier machine. The rows left out are spread over the stream; pass a larger time_budget, or "
+                       f"max_rows to stream a given number of rows.")
             self._report(message)
             warn_user(message, BudgetWarning)
 

@@ -15,7 +15,7 @@ import gpytorch
 import torch
 
 from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
-from tnbayes.inference.stream_deadline import StreamDeadline, evenly_spaced_rest
+from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors import TTVector, hierarchical_order
@@ -180,10 +180,10 @@ class KernelRowsMixin:
             update. A block the filter rejects (:class:`~tnbayes.inference.kalman.BlockUpdateError`) and every row
             after it are filtered one at a time (``block_fallback_row_``).
         deadline : StreamDeadline, optional
-            Checked after each update; where it lowers the rows to stream, the rest of the stream keeps that many rows
-            spread evenly over it (:func:`~tnbayes.inference.stream_deadline.evenly_spaced_rest`: a stream in the
-            inputs' order still reaches its end), ``held_out`` collects the last of them, and ``stream_order_``
-            lists the rows streamed first.
+            Asked after each update how many rows the time left affords; where fewer than the planned rows left, the
+            stream keeps that share of the rows left, spread evenly over them
+            (:class:`~tnbayes.inference.stream_deadline.EvenThinning`: a stream in the inputs' order still reaches
+            its end), ``held_out`` collects the last of them, and ``stream_order_`` lists the rows processed first.
 
         Returns
         -------
@@ -207,68 +207,67 @@ class KernelRowsMixin:
             ones = torch.zeros(n_padded, dtype=self.dtype_, device=self.device_)
             ones[:n] = 1.0
             kalman.update(TTVector.from_dense(ones, shape), 0.0, self.measurement_noise_)
-        first = 0
-        while first < limit and not stopped:
-            last = min(first + chunk, limit)
-            rows = torch.zeros(last - first, n_padded, dtype=self.dtype_, device=self.device_)
-            streamed = stream[first:last]
+        thinning = EvenThinning()  # which planned rows the deadline's share keeps (all without one)
+        used: list[torch.Tensor] = []  # the rows processed, chunk by chunk
+        frontier = processed = 0  # rows of the stream passed (processed or left out) / processed
+        while frontier < limit and not stopped:
+            last = min(frontier + chunk, limit)
+            rows = torch.zeros(last - frontier, n_padded, dtype=self.dtype_, device=self.device_)
+            streamed = stream[frontier:last]
             rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
-            rows[torch.arange(last - first), position[streamed]] += self.penalty_
-            i = 0
-            while i < last - first:
-                size = min(step, last - first - i)
+            rows[torch.arange(last - frontier), position[streamed]] += self.penalty_
+            local = 0  # rows of the chunk passed
+            while local < last - frontier and not stopped:
+                picked = []  # the next rows of the update: `step` of those the thinning keeps
+                while local < last - frontier and len(picked) < step:
+                    if thinning.keeps_next():
+                        picked.append(local)
+                    local += 1
+                if not picked:
+                    continue
+                size, index = len(picked), torch.tensor(picked, device=rows.device)
+                block_rows, block_streamed = rows[index], streamed[index]
+                block_targets = targets[frontier + index.cpu()]
+                used.append(block_streamed)
                 if held_out is not None:
-                    self._predict_held_out(kalman, rows[i:i + size], streamed[i:i + size], position,
-                                           targets[first + i:first + i + size], row_rule,
-                                           held_out.wanted(first + i, size), held_out)
+                    self._predict_held_out(kalman, block_rows, block_streamed, position, block_targets, row_rule,
+                                           held_out.wanted(processed, size), held_out)
                 blocked = False
                 if step > 1:
-                    block = self._compress_block(rows[i:i + size], row_rule)
+                    block = self._compress_block(block_rows, row_rule)
                     try:
-                        kalman.update_block(block, targets[first + i:first + i + size], self.measurement_noise_)
+                        kalman.update_block(block, block_targets, self.measurement_noise_)
                         blocked = True
                         max_ranks["row"] = max(max_ranks["row"], max(block.ranks))
                     except BlockUpdateError as error:  # the state is unchanged: these rows and the rest one at a time
-                        step, self.block_fallback_row_ = 1, first + i
-                        self._report(f"block update rejected at row {first + i} ({error}); rows one at a time from "
+                        step, self.block_fallback_row_ = 1, processed
+                        self._report(f"block update rejected at row {processed} ({error}); rows one at a time from "
                                      f"there.")
                 if not blocked:  # row by row: from the start, or since a block was rejected
-                    for j in range(i, i + size):
-                        row = TTVector.from_dense(rows[j], shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
-                        kalman.update(row, float(targets[first + j]), self.measurement_noise_)
+                    for dense_row, target in zip(block_rows, block_targets):
+                        row = TTVector.from_dense(dense_row, shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                        kalman.update(row, float(target), self.measurement_noise_)
                         max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
-                i += size
+                processed += size
                 max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
                 max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
                 if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):
                     stopped = True
-                    break
-                kept = limit if deadline is None else deadline.rows_after(first + i)
-                if kept < limit:  # the rest thinned to what the deadline affords (rows dropped moved behind)
-                    stream, targets = self._thinned_stream(stream, targets, first + i, limit, kept)
-                    limit = kept
-                    if held_out is not None:
-                        held_out.shorten(kept)
-                    break  # the next rows computed from the new stream
+                if deadline is not None:  # the share of the rows left that the time left affords
+                    rows_left = limit - frontier - local
+                    share = thinning.keep_share(deadline.rows_after(processed) - processed, rows_left)
+                    if held_out is not None and share < 1.0:
+                        held_out.shorten(processed + round(share * rows_left))
             if progress is not None:
-                progress.update(i)
-            first += i
+                progress.update(local)
+            frontier += local
         if progress is not None:
             progress.close()
-        self.stream_order_ = stream
+        streamed_first = torch.cat(used) if used else stream[:0]
+        left_out = torch.ones(n, dtype=torch.bool, device=stream.device)
+        left_out[streamed_first] = False
+        self.stream_order_ = torch.cat([streamed_first, stream[left_out[stream]]])
         return max_ranks, stopped
-
-    @staticmethod
-    def _thinned_stream(stream: torch.Tensor, targets: torch.Tensor, processed: int, rows: int,
-                        kept: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``stream`` (n,) and ``targets`` (n,) reordered so that their first ``kept`` entries are the first
-        ``processed`` and ``kept − processed`` of the rest of the first ``rows``, spread evenly over it
-        (:func:`~tnbayes.inference.stream_deadline.evenly_spaced_rest`); the others follow in their order."""
-        keep = evenly_spaced_rest(rows, processed, kept)
-        dropped = torch.ones(stream.numel(), dtype=torch.bool)
-        dropped[keep] = False
-        order = torch.cat([keep, dropped.nonzero().flatten()])
-        return stream[order.to(stream.device)], targets[order.to(targets.device)]
 
     def _predict_held_out(self, kalman: TTKalmanFilter, rows: torch.Tensor, streamed: torch.Tensor,
                           position: torch.Tensor, targets: torch.Tensor, row_rule: Truncation, wanted: slice,

@@ -148,11 +148,12 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         per row), at those caps or higher. A budget that even the smallest settings exceed raises a
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
         :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on a machine
-        slower than the cost model's: every few rows the filter measures its seconds per row and, where the planned
-        rows would end the fit more than :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of
-        ``time_budget`` past it, keeps only as many of the rest as fit, spread evenly over them
+        slower than the cost model's: every 32 rows the filter measures its seconds per row and, where the rows left
+        would end the fit more than :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past
+        it, processes only the share of them the time left affords, spread evenly over them
         (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
-        :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says so).
+        :data:`~tnbayes.inference.budget.MIN_ROWS` rows in all; a :class:`~tnbayes.inference.budget.BudgetWarning`
+        says so).
         With or without a budget the filter runs on one torch thread
         (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
@@ -455,7 +456,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
             max_ranks, stopped = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
                                                    rules["row"], held_out, self.block_size_, deadline)
         filter_seconds = time.perf_counter() - start
-        self._record_deadline(deadline)
+        self._record_deadline(deadline, kalman.num_updates - int(bool(self.constraint_row)))
         self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
         self._record_budget(hyperparameter_seconds, filter_seconds, kalman.num_updates,
                             time.perf_counter() - fit_start)

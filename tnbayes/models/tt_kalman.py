@@ -160,11 +160,11 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         that does, else fewer rows at rank 6 and M = 8. A
         budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
         the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With
-        ``max_rows="auto"`` the budget also holds on a machine slower than the cost model's: every few batches the
-        filter measures its seconds per row and, where the planned rows would end more than
-        :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it (less the smoothing's
-        predicted seconds), stops at the rows that fit (a random sample: the rows stream in a random order;
-        at least :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says
+        ``max_rows="auto"`` the budget also holds on a machine slower than the cost model's: every 32 rows the
+        filter measures its seconds per row and stops where the time left affords no more rows before
+        :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it, less the smoothing's
+        predicted seconds (a random sample of the rows: they stream in a random order; at least
+        :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says
         so). With or without a budget the filter runs on one torch thread
         (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
@@ -437,13 +437,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                         stopped = True
                         break
                 previous_trace = trace
-                kept = deadline.rows_after(used)
-                if held_out is not None and deadline.cut:
-                    held_out.shorten(kept)
-                if used >= kept:
+                affordable = deadline.rows_after(used)
+                if held_out is not None and affordable < rows_to_use:
+                    held_out.shorten(affordable)
+                if used >= affordable:
                     break
         filter_seconds = time.perf_counter() - start
-        self._record_deadline(deadline)
+        self._record_deadline(deadline, used)
         self.seconds_per_row_ = filter_seconds / max(used, 1)
         self.rows_used_ = used
         self.history_ = list(self.trace_history_)
