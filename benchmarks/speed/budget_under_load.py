@@ -9,7 +9,7 @@ the ``tnbayes`` of ``--before`` (a git worktree; default 09d2f71, the last commi
 this tree. Reported: the whole fit's seconds (hyper-parameters included) against the budget, the rows the filter
 streamed of those the budget planned, and RMSE, NLPD and 95% coverage on the test rows (prediction not timed).
 
-    python -m benchmarks budget_under_load                        # about 15 minutes
+    python -m benchmarks budget_under_load                        # eight fits of about a minute or two
     python -m benchmarks budget_under_load --models TNKF --rows 2000 --variant quick
 """
 
@@ -57,8 +57,8 @@ def _worker(model_name: str, dataset: str, rows: int, test_rows: int, core: int)
 
 def _run(tree: Path, model_name: str, dataset: str, rows: int, test_rows: int, core: int, load: int) -> dict:
     """One fit in a subprocess with ``tree`` first on the path, beside ``load`` busy processes on the same core."""
-    busy = [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
-            for _ in range(load)]
+    spin = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(load)]
     try:
         # tnbayes (and benchmarks._common) from ``tree``; this file's worker by its path (the before tree lacks it)
         code = (f"import importlib.util, json, sys; sys.path.insert(0, {str(tree)!r}); "
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--test-rows", type=int, default=2000)
     parser.add_argument("--load", type=int, default=1,
                         help="busy processes beside the loaded fit, on its core (0: the fits alone only)")
-    parser.add_argument("--core", type=int, default=0)
+    parser.add_argument("--core", type=int, default=min(os.sched_getaffinity(0)))
     parser.add_argument("--before", default="09d2f71", help="git commit without the stream deadline")
     parser.add_argument("--variant", default=None, help="write results/budget_under_load/budget_under_load_<v>.md")
     args = parser.parse_args(argv)

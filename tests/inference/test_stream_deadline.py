@@ -94,6 +94,7 @@ def test_even_thinning_keeps_its_share_spread_to_the_end():
     assert thinning.keep_share(30, 100) == pytest.approx(0.3)
     kept = [k for k in range(100) if thinning.keeps_next()]
     assert len(kept) == 30 and kept[-1] >= 96 and max(np.diff(kept)) <= 4  # spread over the 100 rows
+    assert thinning.skipped == 70
     assert thinning.keep_share(50, 40) == 1.0 and thinning.keep_share(-3, 40) == 0.0
     assert not any(thinning.keeps_next() for _ in range(10))
 
@@ -105,6 +106,8 @@ def test_held_out_rows_follow_a_shortened_stream():
     held.shorten(kept)  # before any row was collected: the last rows of the shorter stream
     assert held.first == kept - round(HELD_OUT_FRACTION * kept)
     assert held.wanted(held.first - 2, 5) == slice(2, 5)
+    held.shorten(planned)  # the rows came back (a slow spell ended): the window of the plan again
+    assert held.first == planned - round(HELD_OUT_FRACTION * planned)
     late = PrequentialResiduals(planned)
     late.shorten(100)  # too few rows for a hold-out
     assert late.wanted(0, 100) == slice(100, 100)

@@ -16,6 +16,7 @@ from .kalman import (
 from .laplace import conditional_core_variance, summed_core_variances
 from .proximal_adam import TrainingLog, train_block_proximal_adam
 from .spd import CoreSystem, solve_spd
+from .stream_deadline import EvenThinning, StreamDeadline
 from .tt_als import TTALS, TTLaplace
 from .weight_space import (
     BayesianRidgePosterior,
@@ -32,6 +33,8 @@ __all__ = [
     "BudgetWarning",
     "CoreSystem",
     "DenseKalmanFilter",
+    "EvenThinning",
+    "StreamDeadline",
     "TTBatchKalmanFilter",
     "TTKalmanFilter",
     "Truncation",

@@ -23,7 +23,8 @@ every row in the state at the lower caps was the better trade (docs/benchmarks.m
 **Cost models.** The seconds per row are linear in a few features of the settings, with non-negative constants
 (``TNKF_COST``, ``TT_KALMAN_COST``) fitted to the relative error of seconds per row measured on the development
 machine (2 shared cores, one torch thread, float64) and scaled by the median speed of that machine during the
-measurements; under a heavier load a fit takes longer than predicted, on a faster machine shorter.
+measurements; under a heavier load a fit takes longer than predicted, on a faster machine shorter. The filters'
+streams are held to the budget by a deadline (:mod:`tnbayes.inference.stream_deadline`).
 
 * TNKF: the row update's dense contractions, TT-SVDs and Gram rounding of the root, and the block update's
   products and roundings of TTs; see :mod:`tnbayes.inference.tnkf_cost`.

@@ -46,6 +46,8 @@ class StreamDeadline:
 
     Attributes
     ----------
+    deadline : float or None
+    min_rows : int
     planned_rows : int
     rows : int
         The rows affordable in all at the last check (``planned_rows`` before the first).
@@ -102,18 +104,29 @@ class EvenThinning:
     """Which rows of a stream to process when only a share of those left can be: every row while the share is 1, else
     rows spread evenly at that share (an accumulator of the share, as a line is drawn on a pixel grid), which
     :meth:`keep_share` may change at any row.
+
+    Attributes
+    ----------
+    share : float
+        The share of the rows kept now, in [0, 1].
+    skipped : int
+        Rows left out so far.
     """
 
     def __init__(self) -> None:
         self.share = 1.0
+        self.skipped = 0
         self._credit = 0.0
 
     def keep_share(self, rows: int, rows_left: int) -> float:
-        """Process ``rows`` of the next ``rows_left`` rows from now on (a share of 1 where they are as many or more).
+        """Process ``rows`` of the next ``rows_left`` rows from now on.
 
         Parameters
         ----------
-        rows, rows_left : int
+        rows : int
+            Rows to process (≤ 0: none).
+        rows_left : int
+            Rows of the stream still to come; where they are no more than ``rows``, every one is processed.
 
         Returns
         -------
@@ -124,9 +137,15 @@ class EvenThinning:
         return self.share
 
     def keeps_next(self) -> bool:
-        """Whether the next row of the stream is processed."""
+        """Whether the next row of the stream is processed (counted in :attr:`skipped` when not).
+
+        Returns
+        -------
+        bool
+        """
         self._credit += self.share
         if self._credit >= 1.0 - 1e-9:
             self._credit -= 1.0
             return True
+        self.skipped += 1
         return False

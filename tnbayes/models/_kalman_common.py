@@ -28,7 +28,8 @@ class KalmanModelMixin:
 
     Subclasses implement :meth:`_budget_settings_text` and :meth:`_budget_pass_text` and set
     ``_budget_given_instead``; they call :meth:`_store_plan` once the plan is made, stream through
-    :meth:`_stream_deadline`, and call :meth:`_record_budget` after the filter ran. ``hyperparameter_source_`` must be set before either (``"given"``: nothing was estimated).
+    :meth:`_stream_deadline` (then :meth:`_record_deadline`), and call :meth:`_record_budget` after the filter ran.
+    ``hyperparameter_source_`` must be set before either (``"given"``: nothing was estimated).
     """
 
     #: the parameters that, given, skip the hyper-parameter estimate (named by the warning of a slow estimate)
@@ -37,6 +38,8 @@ class KalmanModelMixin:
     _budget_first_fits: ClassVar[str] = "the first choice fits"
     #: what to change when the filter has lost the data (the warning of :meth:`_store_noise`; None: no check)
     _lost_data_advice: ClassVar[str | None] = None
+    #: which rows the stream deadline left out (the warning of :meth:`_record_deadline`)
+    _deadline_left_out: ClassVar[str] = "The filter stopped before the rest"
 
     def _budget_settings_text(self, settings: Mapping[str, Any]) -> str:
         """How the report names budgeted settings (e.g. ``"M = 8, TT rank cap 6, batches of 8"``)."""
@@ -75,20 +78,20 @@ class KalmanModelMixin:
             if budgeted else None
         return StreamDeadline(rows, deadline, min_rows=MIN_ROWS)
 
-    def _record_deadline(self, deadline: StreamDeadline, rows: int) -> None:
-        """Add ``planned_rows`` and ``stopped_at_deadline`` (the deadline left out some of the planned rows) to
-        ``budget_``, for a filter that processed ``rows`` rows; report and warn
-        (:class:`~tnbayes.inference.budget.BudgetWarning`) when it did."""
-        stopped = deadline.lowered and int(rows) < deadline.planned_rows
-        self.budget_.update(planned_rows=deadline.planned_rows, stopped_at_deadline=stopped)
-        if stopped:
+    def _record_deadline(self, deadline: StreamDeadline, rows: int, left_out: bool) -> None:
+        """Add ``planned_rows`` and ``stopped_at_deadline`` (= ``left_out``: the deadline left out some of the planned
+        rows) to ``budget_``, for a filter that processed ``rows`` rows; report and warn
+        (:class:`~tnbayes.inference.budget.BudgetWarning`) when it did, with :attr:`_deadline_left_out`."""
+        self.budget_.update(planned_rows=deadline.planned_rows, stopped_at_deadline=bool(left_out))
+        if left_out:
             predicted = self.budget_.get("predicted_seconds_per_row")
-            pace = "" if not predicted or deadline.seconds_per_row is None else \
-                f" (last measured: {deadline.seconds_per_row / float(predicted):.2g} times the cost model's seconds per row)"
+            ratio = None if not predicted or deadline.seconds_per_row is None else \
+                deadline.seconds_per_row / float(predicted)
+            pace = "" if ratio is None else f" (last measured: {ratio:.2g} times the cost model's seconds per row)"
             message = (f"{type(self).__name__}: the time budget left the filter {int(rows)} of the "
                        f"{deadline.planned_rows} planned rows: they ran slower than predicted{pace}, as on a slower or "
-                       f"busier machine. The rows left out are spread over the stream; pass a larger time_budget, or "
-                       f"max_rows to stream a given number of rows.")
+                       f"busier machine. {self._deadline_left_out}; pass a larger time_budget, or max_rows to stream "
+                       f"a given number of rows.")
             self._report(message)
             warn_user(message, BudgetWarning)
 

@@ -26,7 +26,8 @@ __all__ = ["KernelRowsMixin", "ROW_ORDERS", "STREAM_ORDERS"]
 #: how the entries of α (the columns of the kernel rows) are ordered before tensorisation (the order
 #: changes TT ranks, not the exact solution)
 ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
-#: in which order the rows are streamed into the filter (matters with ``max_rows``, early stopping or truncation)
+#: in which order the rows are streamed into the filter (matters with ``max_rows``, early stopping, the budget's
+#: deadline or truncation)
 STREAM_ORDERS = ("auto", "given", "index", "random")
 #: entries of one dense kernel block computed at a time (rows × training points)
 _KERNEL_BLOCK_ENTRIES = 2**24
@@ -152,7 +153,7 @@ class KernelRowsMixin:
     def _stream_rows(self, kalman: TTKalmanFilter, X: torch.Tensor, X_ordered: torch.Tensor, position: torch.Tensor,
                      stream: torch.Tensor, targets: torch.Tensor, limit: int, row_rule: Truncation,
                      held_out: PrequentialResiduals | None, block_size: int = 1,
-                     deadline: StreamDeadline | None = None) -> tuple[dict[str, int], bool]:
+                     deadline: StreamDeadline | None = None) -> tuple[dict[str, int], bool, bool]:
         """Stream the first ``limit`` rows of ``stream`` through the filter (the constraint row first when asked).
 
         Parameters
@@ -192,6 +193,8 @@ class KernelRowsMixin:
             root.
         stopped : bool
             Whether early stopping ended the stream.
+        left_out : bool
+            Whether the deadline left out some of the ``limit`` rows.
         """
         n, n_padded, shape = X.shape[0], self.n_padded_, self.tt_shape_
         step = max(1, int(block_size))
@@ -210,14 +213,14 @@ class KernelRowsMixin:
         thinning = EvenThinning()  # which planned rows the deadline's share keeps (all without one)
         used: list[torch.Tensor] = []  # the rows processed, chunk by chunk
         frontier = processed = 0  # rows of the stream passed (processed or left out) / processed
-        while frontier < limit and not stopped:
+        while frontier < limit and not stopped and thinning.share > 0:
             last = min(frontier + chunk, limit)
             rows = torch.zeros(last - frontier, n_padded, dtype=self.dtype_, device=self.device_)
             streamed = stream[frontier:last]
             rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
             rows[torch.arange(last - frontier), position[streamed]] += self.penalty_
             local = 0  # rows of the chunk passed
-            while local < last - frontier and not stopped:
+            while local < last - frontier and not stopped and thinning.share > 0:
                 picked = []  # the next rows of the update: `step` of those the thinning keeps
                 while local < last - frontier and len(picked) < step:
                     if thinning.keeps_next():
@@ -225,9 +228,9 @@ class KernelRowsMixin:
                     local += 1
                 if not picked:
                     continue
-                size, index = len(picked), torch.tensor(picked, device=rows.device)
-                block_rows, block_streamed = rows[index], streamed[index]
-                block_targets = targets[frontier + index.cpu()]
+                size, index = len(picked), torch.tensor(picked)
+                block_rows, block_streamed = rows[index.to(rows.device)], streamed[index.to(streamed.device)]
+                block_targets = targets[frontier + index]
                 used.append(block_streamed)
                 if held_out is not None:
                     self._predict_held_out(kalman, block_rows, block_streamed, position, block_targets, row_rule,
@@ -253,10 +256,10 @@ class KernelRowsMixin:
                 max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
                 if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):
                     stopped = True
-                if deadline is not None:  # the share of the rows left that the time left affords
+                if deadline is not None:  # the share of the rows left that the time left affords (0: none)
                     rows_left = limit - frontier - local
                     share = thinning.keep_share(deadline.rows_after(processed) - processed, rows_left)
-                    if held_out is not None and share < 1.0:
+                    if held_out is not None:  # the last rows of those the filter will now process
                         held_out.shorten(processed + round(share * rows_left))
             if progress is not None:
                 progress.update(local)
@@ -267,7 +270,7 @@ class KernelRowsMixin:
         left_out = torch.ones(n, dtype=torch.bool, device=stream.device)
         left_out[streamed_first] = False
         self.stream_order_ = torch.cat([streamed_first, stream[left_out[stream]]])
-        return max_ranks, stopped
+        return max_ranks, stopped, bool(thinning.skipped) or (thinning.share == 0 and processed < limit)
 
     def _predict_held_out(self, kalman: TTKalmanFilter, rows: torch.Tensor, streamed: torch.Tensor,
                           position: torch.Tensor, targets: torch.Tensor, row_rule: Truncation, wanted: slice,

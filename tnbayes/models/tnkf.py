@@ -148,7 +148,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         per row), at those caps or higher. A budget that even the smallest settings exceed raises a
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
         :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on a machine
-        slower than the cost model's: every 32 rows the filter measures its seconds per row and, where the rows left
+        slower than the cost model's: every :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS` rows the
+        filter measures its seconds per row and, where the rows left
         would end the fit more than :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past
         it, processes only the share of them the time left affords, spread evenly over them
         (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
@@ -176,7 +177,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         Order in which the rows are streamed: as the training inputs are given, in the order of α's
         entries, or a seeded random permutation. ``"auto"`` (default) is ``"index"`` for 1-D inputs
         (left to right, as the paper streams its sinc) and ``"given"`` otherwise, or ``"random"`` where the budget
-        plans to stream fewer rows than the state holds. With ``max_rows`` or
+        plans to stream fewer rows than the state holds (where its deadline leaves rows out, the rows it keeps are
+        spread evenly over the stream, in any order). With ``max_rows`` or
         early stopping the stream decides *which* rows are used, so it should then be a representative
         sample: use ``"random"`` (or shuffled data with ``"given"``) — an ``"index"`` stream visits the
         inputs from left to right, or in ``"tree"`` order one cluster after the other.
@@ -397,6 +399,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
 
     # ------------------------------------------------------------------ time budget
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
+    _deadline_left_out = "The rows left out are spread evenly over the stream"
     _lost_data_advice = "stream fewer rows (max_rows, or the default time_budget), or raise truncation's rank caps."
     _budget_first_fits = "the default caps fit"
 
@@ -441,7 +444,6 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
                                 else self._default_prior_variance(X))
         self.truncation_ = {q: (rule.tol, rule.max_rank) for q, rule in rules.items()}
         stream = self._stream(n, order, X.shape[1], subsample=limit < n and self.max_rows == "auto")
-        self.stream_order_ = stream
         self.bias_ = float(y.mean()) if self.bias == "mean" else float(self.bias)
         targets = (y[stream] - self.bias_).to(torch.float64).cpu()
         self._check_memory(rules)
@@ -453,10 +455,10 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
             deadline = self._stream_deadline(limit, fit_start)
-            max_ranks, stopped = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
+            max_ranks, stopped, left_out = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
                                                    rules["row"], held_out, self.block_size_, deadline)
         filter_seconds = time.perf_counter() - start
-        self._record_deadline(deadline, kalman.num_updates - int(bool(self.constraint_row)))
+        self._record_deadline(deadline, kalman.num_updates - int(bool(self.constraint_row)), left_out)
         self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
         self._record_budget(hyperparameter_seconds, filter_seconds, kalman.num_updates,
                             time.perf_counter() - fit_start)

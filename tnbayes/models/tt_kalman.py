@@ -160,10 +160,12 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         that does, else fewer rows at rank 6 and M = 8. A
         budget that even those settings exceed raises a :class:`~tnbayes.inference.budget.BudgetWarning` naming
         the settings to pass. None: no budget (rank cap 10, M ≤ 8, batches of 8, every row). With
-        ``max_rows="auto"`` the budget also holds on a machine slower than the cost model's: every 32 rows the
-        filter measures its seconds per row and stops where the time left affords no more rows before
+        ``max_rows="auto"`` the budget also holds on a machine slower than the cost model's: every
+        :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS` rows the filter measures its seconds per row
+        and stops where the time left affords no more rows before
         :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it, less the smoothing's
-        predicted seconds (a random sample of the rows: they stream in a random order; at least
+        predicted seconds (in memory a random sample of the rows, which stream in a random order; a chunk source is
+        shuffled within each chunk only; at least
         :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says
         so). With or without a budget the filter runs on one torch thread
         (:func:`~tnbayes.inference.budget.single_torch_thread`).
@@ -262,6 +264,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
     supports_chunked_fit = True  # one pass over the chunks (rows shuffled within each chunk); not distributed
     _renamed_parameters = {"forgetting": "forgetting_factor"}
     _budget_given_instead = "lengthscale, outputscale and noise_variance"
+    _deadline_left_out = ("The filter stopped before the rest (in memory its rows stream in a random order; a chunk "
+                          "source is shuffled within each chunk only)")
     _lost_data_advice = ("keep the default time_budget and smoothing='als' (the filter streams fewer rows, the "
                          "smoothing sweeps them all), stream fewer rows (max_rows), or raise max_rank.")
 
@@ -404,15 +408,14 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         self.rank_history_, self.trace_history_ = [], []
         initial_trace = previous_trace = kalman.prior_covariance_trace()
         quiet, used = 0, 0
-        stopped = False
+        stopped = left_out = False
         rows_to_use = num_rows if self.budget_["rows"] is None else min(num_rows, int(self.budget_["rows"]))
         smooths = self._smooths(*kalman.prior_root.shape, self.max_rank_)
         held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out" and not smooths
                                                          and self.noise_variance is None) else None
         with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
             start = time.perf_counter()
-            # the smoothing's predicted seconds are kept from the deadline; the stream is in a random order, so a cut
-            # keeps a random sample of the rows
+            # the smoothing's predicted seconds are kept from the deadline
             deadline = self._stream_deadline(rows_to_use, fit_start,
                                              self.budget_.get("smoothing_predicted_seconds", 0.0) if smooths else 0.0)
             for batch_X, batch_y in self._batches(X, y, limit=self.budget_["rows"]):
@@ -438,12 +441,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                         break
                 previous_trace = trace
                 affordable = deadline.rows_after(used)
-                if held_out is not None and affordable < rows_to_use:
+                if held_out is not None:  # the last rows of those the filter will now process
                     held_out.shorten(affordable)
                 if used >= affordable:
+                    left_out = used < rows_to_use
                     break
         filter_seconds = time.perf_counter() - start
-        self._record_deadline(deadline, used)
+        self._record_deadline(deadline, used, left_out)
         self.seconds_per_row_ = filter_seconds / max(used, 1)
         self.rows_used_ = used
         self.history_ = list(self.trace_history_)

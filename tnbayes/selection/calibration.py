@@ -59,20 +59,30 @@ class PrequentialResiduals:
     """
 
     def __init__(self, num_rows: int) -> None:
-        held = int(round(HELD_OUT_FRACTION * int(num_rows)))
-        self.first = int(num_rows) - held if held >= MIN_HELD_OUT_ROWS else int(num_rows)
+        self.first = self._first_held_out(num_rows)
         self.residuals: list[torch.Tensor] = []
         self.variances: list[torch.Tensor] = []
         self.targets: list[torch.Tensor] = []
         self.innovations: list[torch.Tensor] = []
 
+    @staticmethod
+    def _first_held_out(num_rows: int) -> int:
+        """The first of the last ``round(HELD_OUT_FRACTION · num_rows)`` rows (``num_rows`` when too few)."""
+        held = int(round(HELD_OUT_FRACTION * int(num_rows)))
+        return int(num_rows) - held if held >= MIN_HELD_OUT_ROWS else int(num_rows)
+
     def shorten(self, num_rows: int) -> None:
-        """The filter will process only ``num_rows`` rows (e.g. a deadline cut the stream): collect the last
-        ``round(HELD_OUT_FRACTION · num_rows)`` of those instead, from the next row on where they would start before
-        it. Once rows are collected, the collection goes on to the last row."""
+        """Collect the last rows of ``num_rows`` instead of those of the rows given when made (a deadline changed how
+        many rows the filter will process; the rows given again put the window back), from the next row on where
+        they would start before it. Once rows are collected, the collection goes on to the last row.
+
+        Parameters
+        ----------
+        num_rows : int
+            Rows the filter will now process in all.
+        """
         if self.num_collected == 0:
-            held = int(round(HELD_OUT_FRACTION * int(num_rows)))
-            self.first = int(num_rows) - held if held >= MIN_HELD_OUT_ROWS else int(num_rows)
+            self.first = self._first_held_out(num_rows)
 
     def wanted(self, processed: int, batch_rows: int) -> slice:
         """The rows of the next batch (``batch_rows`` rows after ``processed`` processed ones) to predict."""
