@@ -71,8 +71,8 @@ class KalmanModelMixin:
         """The deadline of the filter's stream of ``rows`` planned rows, when the budget chose the rows (``time_budget``
         set and ``max_rows="auto"``; else none): ``fit_start + (1 + DEADLINE_GRACE) · time_budget − reserve_seconds``
         (what the fit needs after the filter; the grace, :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE`,
-        leaves the cost model's own error alone). A cut keeps at least :data:`~tnbayes.inference.budget.MIN_ROWS`
-        rows. Made when the stream starts."""
+        leaves the cost model's own error alone). It never asks for fewer than
+        :data:`~tnbayes.inference.budget.MIN_ROWS` rows. Made when the stream starts."""
         budgeted = self.time_budget is not None and self.max_rows == "auto"
         deadline = fit_start + (1.0 + DEADLINE_GRACE) * float(self.time_budget) - float(reserve_seconds) \
             if budgeted else None

@@ -232,7 +232,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         the budget fitted on a subset, as ``stream_order_``).
     stream_order_ : torch.Tensor of shape (N,)
         Training-input indices in the order their rows were (or would have been) streamed: those streamed
-        first (a deadline's cut moves the rows it left out behind them).
+        first (the rows a deadline left out follow them).
     rows_processed_ : int
     covariance_trace_history_ : list of float
         tr(P) after every row update.
@@ -260,7 +260,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), ``training_rows``
         (only when the budget fitted on ``subset_``: the rows given; ``num_rows`` is the subset's), and after the
         fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured),
-        ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the budget's deadline cut the stream, see
+        ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the budget's deadline left out rows, see
         ``time_budget``).
     truncation_ : dict
         Quantity → ``(tol, max_rank)`` the filter used (``truncation``, the defaults and the budget's caps).

@@ -255,7 +255,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         ``default_seconds`` (the first candidate over every row), ``ladder`` (every candidate with its predicted
         seconds per row), and after the fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row``
         and ``fit_seconds`` (measured), ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the
-        budget's deadline cut the filter, see ``time_budget``).
+        budget's deadline stopped the filter early, see ``time_budget``).
     """
 
     input_scaling = "standard"
