@@ -149,13 +149,12 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
         :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on a machine
         slower than the cost model's: every :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS` rows the
-        filter measures its seconds per row and, where the rows left
-        would end the fit more than :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past
-        it, processes only the share of them the time left affords, spread evenly over them
+        filter measures its seconds per row and, where the rows left would end the fit more than
+        :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it, processes only the
+        share of them the time left affords, spread evenly over them
         (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
         :data:`~tnbayes.inference.budget.MIN_ROWS` rows in all; a :class:`~tnbayes.inference.budget.BudgetWarning`
-        says so).
-        With or without a budget the filter runs on one torch thread
+        says so). With or without a budget the filter runs on one torch thread
         (:func:`~tnbayes.inference.budget.single_torch_thread`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
@@ -456,7 +455,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
             start = time.perf_counter()
             deadline = self._stream_deadline(limit, fit_start)
             max_ranks, stopped, left_out = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
-                                                   rules["row"], held_out, self.block_size_, deadline)
+                                                             rules["row"], held_out, self.block_size_, deadline)
         filter_seconds = time.perf_counter() - start
         self._record_deadline(deadline, kalman.num_updates - int(bool(self.constraint_row)), left_out)
         self.fit_seconds_per_row_ = filter_seconds / max(kalman.num_updates, 1)
