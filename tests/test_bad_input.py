@@ -15,6 +15,7 @@ import pickle
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -89,6 +90,9 @@ BAD_TRAINING = {
     "strings_X": (np.array([["a", "b"]] * 6), None, "numeric"),
     "complex_X": (np.ones((6, 2)) * 1j, None, "complex|real"),
     "one_row": (np.ones((1, 2)), None, "At least|samples|two"),
+    # pandas' nullable columns hold pd.NA, which float() refuses: reported as the missing value it is
+    "pandas_na_X": (pd.DataFrame({"a": pd.array([1, None, 2, 3, 4, 5], dtype="Int64"), "b": np.ones(6)}), None,
+                    "NaN.*missing"),
 }
 
 

@@ -288,6 +288,16 @@ def test_non_finite_in_posterior_and_point_metrics():
         msll([1.0], [1.0], [1.0], y_train=[1.0, np.inf, 2.0])
 
 
+def test_pandas_missing_values_are_reported_as_missing():
+    """A nullable pandas column's pd.NA is a missing value (float() refuses it in an object array)."""
+    import pandas as pd
+
+    y_true = pd.Series(pd.array([1.0, None, 2.0], dtype="Float64"))
+    with pytest.raises(ValueError, match=r"y_true contains 1 non-finite value.*index \(1,\).*impute"):
+        rmse(y_true, np.zeros(3))
+    assert rmse(pd.Series(pd.array([1, 2, 2], dtype="Int64")), np.zeros(3)) == pytest.approx(np.sqrt(3.0))
+
+
 @pytest.mark.parametrize("sd", [0.0, -1.0])
 def test_nonpositive_std_rejected_with_observation_noise_hint(sd):
     with pytest.raises(ValueError, match=r"std must be strictly positive.*observation_noise=True"):

@@ -62,7 +62,7 @@ def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
         raise TypeError(f"{name} is a sparse {type(a).__name__}; sparse input is not supported (the feature maps "
                         f"are dense). Pass {name}.toarray() if it fits in memory.")
     if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
-        a = a.to_numpy()
+        a = _pandas_to_numpy(a)
     arr = np.asarray(a)
     if arr.dtype.kind == "O":
         arr = _object_array_as_float(arr, name)
@@ -78,6 +78,19 @@ def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
     if not arr.flags.writeable:  # read-only views (pandas 3 copy-on-write, memory maps): torch.from_numpy would warn
         arr = arr.copy()
     return torch.from_numpy(arr)
+
+
+def _pandas_to_numpy(frame: Any) -> np.ndarray:
+    """A pandas DataFrame or Series as a numpy array; nullable numeric and boolean columns (``Int64``, ``Float64``,
+    ``boolean``) become float64 with NaN where they hold ``pd.NA``, so a missing value gets the NaN check's message
+    (as scikit-learn's ``check_array`` converts them), not an object array that float() refuses."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    dtypes = list(frame.dtypes) if hasattr(frame, "columns") else [frame.dtype]
+    extension = [dtype for dtype in dtypes if not isinstance(dtype, np.dtype)]
+    if extension and all(is_numeric_dtype(dtype) or is_bool_dtype(dtype) for dtype in dtypes):
+        return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+    return frame.to_numpy()
 
 
 def _is_sparse(a: Any) -> bool:
@@ -324,7 +337,7 @@ def as_float64_array(a: ArrayLike, name: str) -> np.ndarray:
             raise ValueError(f"{name} is complex; real-valued data are required.")
         return a.detach().to(device="cpu", dtype=torch.float64).numpy()
     if hasattr(a, "to_numpy") and not isinstance(a, np.ndarray):  # pandas objects
-        a = a.to_numpy()
+        a = _pandas_to_numpy(a)
     if callable(a):
         raise ValueError(
             f"{name} is a callable ({type(a).__name__}), not an array. If it came from an object "
