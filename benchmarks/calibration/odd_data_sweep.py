@@ -2,14 +2,17 @@
 
 What a new user meets first: integer-coded inputs with duplicated rows, a constant column, inputs and targets in
 very large or very small units, float32 pandas input, one-hot columns next to numeric ones, noiseless targets,
-heavy-tailed inputs, 40 inputs, and a tiny 1-D set. Each set is made by :func:`make_case` (fixed seeds), split 75/25
-at random (seed 2), and every model is fitted with no arguments (``tnbayes.<Model>()``); metrics in the units of y.
+heavy-tailed inputs, 40 and 100 inputs, and a tiny 1-D set. Each set is made by :func:`make_case` (fixed seeds),
+split 75/25 at random (seed 2), and every model is fitted with no arguments (``tnbayes.<Model>()``); metrics in the
+units of y.
 Reported: test RMSE over the test targets' standard deviation (1 ≈ predicting the mean), 95% coverage, NLPD, fit
 and predict seconds, and the warnings the fit and the prediction raised. A fit that raises is reported with its
-error. ExactGP is the reference on every set.
+error. ExactGP is the reference on every set. ``--dtype float32`` passes ``dtype=torch.float32`` to every model
+instead (the one argument; a GPU user's usual choice).
 
     python -m benchmarks odd_data_sweep
     python -m benchmarks odd_data_sweep --cases noiseless integer_lookup --models ExactGP TNKF
+    python -m benchmarks odd_data_sweep --cases inputs_40 --models CPDKernelMachine QTKM TKM FLModel --dtype float32
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from benchmarks._common import header, output_path
 
 #: the sets, in the order of the tables
 CASES = ("tiny_1d", "constant_column", "integer_lookup", "units_large", "units_small", "float32_dataframe",
-         "one_hot_mix", "noiseless", "heavy_tailed_inputs", "inputs_40")
+         "one_hot_mix", "noiseless", "heavy_tailed_inputs", "inputs_40", "inputs_100")
 #: every regressor of the package
 MODELS = ("ExactGP", "CPDKernelMachine", "HilbertGP", "SVGP", "QTKM", "TKM", "FLModel", "RFFNet", "TNKF",
           "TTKalmanGP")
@@ -73,6 +76,10 @@ def make_case(name: str) -> tuple[object, object]:
     if name == "inputs_40":
         X = rng.standard_normal((500, 40))
         return X, X[:, 0] + np.sin(X[:, 1]) + 0.1 * X[:, 2:].sum(1) + 0.1 * rng.standard_normal(500)
+    if name == "inputs_100":  # make_friedman1's function of five inputs, 95 that do not matter
+        X = rng.uniform(0, 1, (600, 100))
+        y = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
+        return X, y + 0.5 * rng.standard_normal(600)
     raise ValueError(f"unknown case {name!r}; known: {CASES}")
 
 
@@ -85,8 +92,11 @@ def _split(X, y):
     return X[train], y[train], X[test], y[test]
 
 
-def run_one(case: str, model_name: str) -> dict:
-    """Fit ``tnbayes.<model_name>()`` on the training part of ``case``; metrics on its test part."""
+def run_one(case: str, model_name: str, dtype: str | None = None) -> dict:
+    """Fit ``tnbayes.<model_name>()`` (with ``dtype`` when given) on the training part of ``case``; metrics on its
+    test part."""
+    import torch
+
     import tnbayes
 
     X_train, y_train, X_test, y_test = _split(*make_case(case))
@@ -96,7 +106,8 @@ def run_one(case: str, model_name: str) -> dict:
         warnings.simplefilter("always")
         try:
             start = time.perf_counter()
-            model = getattr(tnbayes, model_name)().fit(X_train, y_train)
+            arguments = {} if dtype is None else {"dtype": getattr(torch, dtype)}
+            model = getattr(tnbayes, model_name)(**arguments).fit(X_train, y_train)
             row["fit_seconds"] = time.perf_counter() - start
             start = time.perf_counter()
             post = model.posterior(X_test)
@@ -119,16 +130,20 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks odd_data_sweep")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--dtype", choices=["float32", "float64"], default=None,
+                        help="pass this dtype to every model (default: no arguments at all)")
     parser.add_argument("--variant", default="", help="names the result files (odd_data_sweep_<variant>.md)")
     args = parser.parse_args(argv)
     rows = []
     for case in args.cases:
         for model_name in args.models:
-            rows.append(run_one(case, model_name))
+            rows.append(run_one(case, model_name, args.dtype))
             print(rows[-1], flush=True)
     by = {(r["case"], r["model"]): r for r in rows}
+    given = "" if args.dtype is None else f"; every model with dtype=torch.{args.dtype}"
     lines = [header("Every regressor with no arguments on odd but ordinary data",
-                    "module docstring of benchmarks/calibration/odd_data_sweep.py; one run per cell, 75/25 split")]
+                    "module docstring of benchmarks/calibration/odd_data_sweep.py; one run per cell, 75/25 split"
+                    + given)]
     for title, key, fmt in (("test RMSE / standard deviation of the test targets", "rmse_over_sd", ".3f"),
                             ("95% coverage", "coverage_95", ".2f"), ("NLPD (units of y)", "nlpd", ".3f"),
                             ("fit seconds", "fit_seconds", ".1f")):

@@ -226,3 +226,23 @@ def test_without_two_valued_columns_nothing_changes():
     assert torch.equal(default.factors_, paper.factors_)
     with pytest.raises(ValueError, match="binary_width_grid"):
         tnbayes.QTKM(binary_width_grid=(1.0, 2.0)).fit(X, y)
+
+
+def test_a_fit_that_predicts_the_mean_says_so():
+    """In float32, 20 inputs are 80 quantized modes: the random starting cores' products underflow, ALS stays at
+    W = 0 and the model predicts the mean of y. It warns and names float64; the same fit in float64 learns y and is
+    silent (the reference noise of the cross-validated kernel ridge regression tells the two apart)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 20))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.05 * rng.standard_normal(200)
+    with pytest.warns(ConvergenceWarning, match=r"predicts about the mean.*80 modes.*float32.*dtype=torch.float64"):
+        collapsed = tnbayes.QTKM(rank=4, max_sweeps=3, dtype=torch.float32).fit(X, y)
+    assert collapsed.score(X, y) < 0.01
+    assert any("predicts about the mean" in line for line in collapsed.fit_report_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert tnbayes.QTKM(rank=4, max_sweeps=3).fit(X, y).score(X, y) > 0.5

@@ -47,6 +47,9 @@ NOISE_LOWER_BOUND = 1e-6
 #: ordinary data (airfoil, yacht; 300 rows) end their budget still moving by 0.007 %–0.8 % a sweep with good
 #: predictions, so only a sweep that still moves the objective by more than 2 % signals an unfinished fit
 ALS_UNCONVERGED_CHANGE = 0.02
+#: a fit whose training residual explains less than this share of yᵀy (the standardised targets' variation) while the
+#: reference noise is below half of that residual warns that it predicts about the mean (ConvergenceWarning)
+MEAN_ONLY_SHARE = 0.01
 
 
 class CPDModelBase(BaseModel):
@@ -238,6 +241,7 @@ class CPDModelBase(BaseModel):
         self.converged_ = bool(engine.converged)
         self.last_relative_change_ = float(engine.last_relative_change)
         self._warn_if_unconverged(sweep_budget)
+        self._warn_if_mean_only(engine, features.num_modes, residual, reference_noise)
         held_out = None
         if held_out_refit:
             held_out = self._held_out_noise(features, X, y, engine.rank, penalty, penalty_form, component_weights,
@@ -258,6 +262,24 @@ class CPDModelBase(BaseModel):
         warn_user(f"{type(self).__name__}: ALS stopped at {budget}={sweep_budget} with the objective still "
                   f"changing by {change:.3g} (relative) in its last sweep, far above tol={tol:g}; pass a larger "
                   f"{budget} (or a larger tol) for a converged fit.", ConvergenceWarning)
+
+    def _warn_if_mean_only(self, engine: CPDALS, modes: int, residual: float,
+                           reference_noise: float | None) -> None:
+        """Warn (``ConvergenceWarning``) when ALS explains under :data:`MEAN_ONLY_SHARE` of yᵀy while the reference
+        noise says most of y can be explained: the fit predicts about the mean. With many modes, or in float32, the
+        products of the random starting cores underflow to zero (they shrink geometrically with the number of
+        modes), the core updates see no data and ALS stays at W = 0."""
+        explained = 1.0 - engine.residual_sum_of_squares() / engine.yy if engine.yy > 0 else 1.0
+        if reference_noise is None or explained >= MEAN_ONLY_SHARE or not reference_noise < 0.5 * residual:
+            return
+        dtype = str(engine.real_dtype).replace("torch.", "")
+        advice = "pass dtype=torch.float64" if engine.real_dtype != torch.float64 else "use fewer inputs"
+        message = (f"{type(self).__name__}: ALS explains {explained:.1%} of the variation of y while the reference "
+                   f"noise ({reference_noise:.3g}, standardised scale) says most of it can be explained: the model "
+                   f"predicts about the mean of y. A likely cause: the products of the random starting cores over "
+                   f"its {modes} modes underflow to zero in {dtype}, so ALS never leaves W = 0; {advice}.")
+        self._report(message)
+        warn_user(message, ConvergenceWarning)
 
     def _check_fit_seconds(self, time_budget: float | None, held_out_refit: bool) -> None:
         """Report the fit's seconds; warn (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to
