@@ -296,6 +296,8 @@ def test_pandas_missing_values_are_reported_as_missing():
     with pytest.raises(ValueError, match=r"y_true contains 1 non-finite value.*index \(1,\).*impute"):
         rmse(y_true, np.zeros(3))
     assert rmse(pd.Series(pd.array([1, 2, 2], dtype="Int64")), np.zeros(3)) == pytest.approx(np.sqrt(3.0))
+    pyarrow = pytest.importorskip("pyarrow")  # other objects with to_numpy() keep their own conversion
+    assert rmse(pyarrow.array([1.0, 2.0, 2.0]), np.zeros(3)) == pytest.approx(np.sqrt(3.0))
 
 
 @pytest.mark.parametrize("sd", [0.0, -1.0])

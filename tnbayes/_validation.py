@@ -81,9 +81,12 @@ def _to_numpy_or_tensor(a: ArrayLike, name: str) -> torch.Tensor:
 
 
 def _pandas_to_numpy(frame: Any) -> np.ndarray:
-    """A pandas DataFrame or Series as a numpy array; nullable numeric and boolean columns (``Int64``, ``Float64``,
-    ``boolean``) become float64 with NaN where they hold ``pd.NA``, so a missing value gets the NaN check's message
-    (as scikit-learn's ``check_array`` converts them), not an object array that float() refuses."""
+    """An object with ``to_numpy`` as a numpy array. For a pandas DataFrame or Series, nullable numeric and boolean
+    columns (``Int64``, ``Float64``, ``boolean``) become float64 with NaN where they hold ``pd.NA``, so a missing
+    value gets the NaN check's message (as scikit-learn's ``check_array`` converts them), not an object array that
+    float() refuses; any other object (polars, pyarrow, xarray …) is converted by its own ``to_numpy()``."""
+    if not type(frame).__module__.startswith("pandas"):
+        return frame.to_numpy()
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     dtypes = list(frame.dtypes) if hasattr(frame, "columns") else [frame.dtype]

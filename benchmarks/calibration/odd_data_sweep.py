@@ -155,8 +155,9 @@ def main(argv: list[str]) -> int:
     lines += ["## Errors and warnings", "", "| set | model | error | warning categories |", "|---|---|---|---|"]
     lines += [f"| {r['case']} | {r['model']} | {r.get('error', '')} | {r['warnings']} |" for r in rows
               if r.get("error") or r["warnings"]]
-    output_path("odd_data_sweep", ".md", args.variant).write_text("\n".join(lines) + "\n")
-    with output_path("odd_data_sweep", "_runs.csv", args.variant).open("w", newline="") as handle:
+    variant = args.variant or (args.dtype or "")  # a --dtype run never overwrites the no-argument sweep
+    output_path("odd_data_sweep", ".md", variant).write_text("\n".join(lines) + "\n")
+    with output_path("odd_data_sweep", "_runs.csv", variant).open("w", newline="") as handle:
         fields = ["case", "model", "rmse_over_sd", "coverage_95", "nlpd", "fit_seconds", "predict_seconds", "error",
                   "warnings"]
         writer = csv.DictWriter(handle, fieldnames=fields)

@@ -106,20 +106,21 @@ def _lssvm_cross_validation(X: np.ndarray, labels: np.ndarray, num_rows: int, fo
     return best, table
 
 
-def _adult_model(config: str, X: np.ndarray, rows: int, chosen: dict | None = None) -> TNKFClassifier:
+def _adult_model(config: str, X: np.ndarray, rows: int, chosen: dict | None = None,
+                 mode_size: int = 1) -> TNKFClassifier:
     if config == "cv":
         truncation = {"row": (0.0, 10), "innovation": (1e-3, 12), "gain": (1e-3, 12), "mean": 1e-4,
                       "covariance": (1e-3, 8)}
         return TNKFClassifier(lengthscale=_adult_lengthscales(X, chosen["sig2"]), outputscale=1.0,
                               gamma=chosen["gamma"], measurement_noise=1e-4, prior_variance=1.0,
                               bias="mean" if chosen["bias"] == "mean" else 0.0, order="tree",
-                              stream_order="given", max_rows=rows, truncation=truncation, mode_size=1)
+                              stream_order="given", max_rows=rows, truncation=truncation, mode_size=mode_size)
     if config == "paper":
         truncation = {"mean": 0.001, "covariance": 0.001, "innovation": 0.001, "row": (0.0, 30),
                       "gain": (0.0, 6)}
         return TNKFClassifier(lengthscale=_adult_lengthscales(X), outputscale=1.0, gamma=0.0015,
                               measurement_noise=1e-8, prior_variance=1.0, bias=0.0, constraint_row=True,
-                              max_rows=rows, truncation=truncation, mode_size=1, round_relative_to="state")
+                              max_rows=rows, truncation=truncation, mode_size=mode_size, round_relative_to="state")
     return TNKFClassifier(max_rows=rows)
 
 
@@ -187,7 +188,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--adult-rows", type=int, nargs="+", default=[None],
                         help="process at most this many rows (Adult); several values: one fit each")
     parser.add_argument("--adult-mode-sizes", type=int, nargs="+", default=[1],
-                        help="Adult: TT modes merged up to this size (1: one mode per prime factor, 3⁹); one fit each")
+                        help="Adult, cv and paper: TT modes merged up to this size (1: one per prime factor)")
     parser.add_argument("--validation-rows", type=int, default=2000,
                         help="Adult: training rows after the first N train that score each fit (never streamed)")
     parser.add_argument("--adult-n-train", type=int, default=3**9, help="training rows of Adult (paper: 3⁹)")
@@ -224,11 +225,9 @@ def main(argv: list[str]) -> int:
                 else [(None, None)]
             for rows, mode_size in runs:
                 model = (_spiral_model(config, x_std, args.spiral_mode_size) if task == "spiral"
-                         else _adult_model(config, np.asarray(data.X_train), rows, chosen))
-                label = config
-                if task == "adult" and mode_size != 1:
-                    model.set_params(mode_size=mode_size)
-                    label = f"{config}, mode_size={mode_size}"
+                         else _adult_model(config, np.asarray(data.X_train), rows, chosen, mode_size))
+                label = config if task != "adult" or mode_size == 1 or config == "default" else \
+                    f"{config}, mode_size={mode_size}"  # the default configuration keeps TNKFClassifier's modes
                 if task == "adult" and args.untruncated_only:  # one row: hyper-parameters, scaling, stream order
                     rows = rows or len(data.y_train)
                     model.set_params(max_rows=1).fit(data.X_train, data.y_train)

@@ -265,19 +265,29 @@ class CPDModelBase(BaseModel):
 
     def _warn_if_mean_only(self, engine: CPDALS, modes: int, residual: float,
                            reference_noise: float | None) -> None:
-        """Warn (``ConvergenceWarning``) when ALS explains under :data:`MEAN_ONLY_SHARE` of yᵀy while the reference
-        noise says most of y can be explained: the fit predicts about the mean. With many modes, or in float32, the
-        products of the random starting cores underflow to zero (they shrink geometrically with the number of
-        modes), the core updates see no data and ALS stays at W = 0."""
-        explained = 1.0 - engine.residual_sum_of_squares() / engine.yy if engine.yy > 0 else 1.0
-        if reference_noise is None or explained >= MEAN_ONLY_SHARE or not reference_noise < 0.5 * residual:
+        """Warn (``ConvergenceWarning``) when the reference noise (given, or from the hyper-parameter fit) is below
+        half the fit's residual noise and the fit explains under :data:`MEAN_ONLY_SHARE` of yᵀy: it predicts about
+        the mean of the standardised targets (about 0 without ``normalize_y``). Where every core is exactly zero the
+        likely cause is named: with many modes, or in float32, the products of the random starting cores underflow
+        (they shrink geometrically with the number of modes), the core updates see no data and ALS stays at W = 0."""
+        if reference_noise is None or not reference_noise < 0.5 * residual or not engine.yy > 0:
             return
-        dtype = str(engine.real_dtype).replace("torch.", "")
-        advice = "pass dtype=torch.float64" if engine.real_dtype != torch.float64 else "use fewer inputs"
-        message = (f"{type(self).__name__}: ALS explains {explained:.1%} of the variation of y while the reference "
-                   f"noise ({reference_noise:.3g}, standardised scale) says most of it can be explained: the model "
-                   f"predicts about the mean of y. A likely cause: the products of the random starting cores over "
-                   f"its {modes} modes underflow to zero in {dtype}, so ALS never leaves W = 0; {advice}.")
+        rss = residual * max(engine.num_rows - self.effective_dof_, 1.0)  # _residual_noise's RSS, no second pass
+        explained = 1.0 - rss / engine.yy
+        if explained >= MEAN_ONLY_SHARE:
+            return
+        message = (f"{type(self).__name__}: ALS explains {max(explained, 0.0):.1%} of the variation of y while the "
+                   f"reference noise ({reference_noise:.3g}, against a residual noise of {residual:.3g}) says most "
+                   f"of it can be explained: the model predicts about the mean of y. ")
+        if all(not bool(factor.any()) for factor in engine.factors):
+            dtype = str(engine.real_dtype).replace("torch.", "")
+            message += (f"Every core is zero: the products of the random starting cores over its {modes} modes "
+                        f"likely underflowed in {dtype}, so ALS never left W = 0; "
+                        + ("pass dtype=torch.float64." if engine.real_dtype != torch.float64 else
+                           "use fewer modes (fewer inputs or basis functions; QTKM: quantized=False), or FLModel, "
+                           "whose start is aligned with the data."))
+        else:
+            message += "Check a given penalty (a smaller one) or noise_variance (a larger one)."
         self._report(message)
         warn_user(message, ConvergenceWarning)
 
