@@ -24,7 +24,7 @@ from tnbayes._warnings import warn_user
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
 from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
-from tnbayes.models.base import BaseModel
+from tnbayes.models.base import MEAN_ONLY_EXPLAINED, BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
 from tnbayes.selection.input_box import check_out_of_box_policy
@@ -47,9 +47,6 @@ NOISE_LOWER_BOUND = 1e-6
 #: ordinary data (airfoil, yacht; 300 rows) end their budget still moving by 0.007 %–0.8 % a sweep with good
 #: predictions, so only a sweep that still moves the objective by more than 2 % signals an unfinished fit
 ALS_UNCONVERGED_CHANGE = 0.02
-#: a fit whose training residual explains less than this share of yᵀy (the standardised targets' variation) while the
-#: reference noise is below half of that residual warns that it predicts about the mean (ConvergenceWarning)
-MEAN_ONLY_SHARE = 0.01
 
 
 class CPDModelBase(BaseModel):
@@ -266,7 +263,7 @@ class CPDModelBase(BaseModel):
     def _warn_if_mean_only(self, engine: CPDALS, modes: int, residual: float,
                            reference_noise: float | None) -> None:
         """Warn (``ConvergenceWarning``) when the reference noise (given, or from the hyper-parameter fit) is below
-        half the fit's residual noise and the fit explains under :data:`MEAN_ONLY_SHARE` of yᵀy: it predicts about
+        half the fit's residual noise and the fit explains under :data:`MEAN_ONLY_EXPLAINED` of yᵀy: it predicts about
         the mean of the standardised targets (about 0 without ``normalize_y``). Where every core is exactly zero the
         likely cause is named: with many modes, or in float32, the products of the random starting cores underflow
         (they shrink geometrically with the number of modes), the core updates see no data and ALS stays at W = 0."""
@@ -274,7 +271,7 @@ class CPDModelBase(BaseModel):
             return
         rss = residual * max(engine.num_rows - self.effective_dof_, 1.0)  # _residual_noise's RSS, no second pass
         explained = 1.0 - rss / engine.yy
-        if explained >= MEAN_ONLY_SHARE:
+        if explained >= MEAN_ONLY_EXPLAINED:
             return
         message = (f"{type(self).__name__}: ALS explains {max(explained, 0.0):.1%} of the variation of y while the "
                    f"reference noise ({reference_noise:.3g}, against a residual noise of {residual:.3g}) says most "

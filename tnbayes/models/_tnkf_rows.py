@@ -228,9 +228,15 @@ class KernelRowsMixin:
                     local += 1
                 if not picked:
                     continue
-                size, index = len(picked), torch.tensor(picked)
-                block_rows, block_streamed = rows[index.to(rows.device)], streamed[index.to(streamed.device)]
-                block_targets = targets[frontier + index]
+                size = len(picked)
+                if picked[-1] - picked[0] + 1 == size:  # consecutive rows (every row without a deadline): views
+                    index = slice(picked[0], picked[-1] + 1)
+                    block_rows, block_streamed = rows[index], streamed[index]
+                    block_targets = targets[frontier + picked[0]:frontier + picked[-1] + 1]
+                else:
+                    index = torch.tensor(picked)
+                    block_rows, block_streamed = rows[index.to(rows.device)], streamed[index.to(streamed.device)]
+                    block_targets = targets[frontier + index]
                 used.append(block_streamed)
                 if held_out is not None:
                     self._predict_held_out(kalman, block_rows, block_streamed, position, block_targets, row_rule,
@@ -267,9 +273,9 @@ class KernelRowsMixin:
         if progress is not None:
             progress.close()
         streamed_first = torch.cat(used) if used else stream[:0]
-        left_out = torch.ones(n, dtype=torch.bool, device=stream.device)
-        left_out[streamed_first] = False
-        self.stream_order_ = torch.cat([streamed_first, stream[left_out[stream]]])
+        unprocessed = torch.ones(n, dtype=torch.bool, device=stream.device)
+        unprocessed[streamed_first] = False
+        self.stream_order_ = torch.cat([streamed_first, stream[unprocessed[stream]]])
         return max_ranks, stopped, bool(thinning.skipped) or (thinning.share == 0 and processed < limit)
 
     def _predict_held_out(self, kalman: TTKalmanFilter, rows: torch.Tensor, streamed: torch.Tensor,

@@ -44,7 +44,12 @@ from tnbayes.posterior import GaussianPosterior
 from tnbayes.preprocessing import make_input_scaler, make_target_scaler
 from tnbayes.selection.input_box import apply_input_box, prediction_box
 
-__all__ = ["BaseModel", "NotFittedError", "ModelFileError", "load_model", "FORMAT_VERSION"]
+__all__ = ["BaseModel", "NotFittedError", "ModelFileError", "load_model", "FORMAT_VERSION",
+           "MEAN_ONLY_EXPLAINED"]
+
+#: a regressor whose fitted mean explains less than this share of the variation of y warns that it predicts about
+#: the mean of y (RFFNet's Bayesian last layer, the CPD models' ALS)
+MEAN_ONLY_EXPLAINED = 0.01
 
 
 class NotFittedError(sklearn.exceptions.NotFittedError, RuntimeError):

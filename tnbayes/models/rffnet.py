@@ -38,16 +38,13 @@ from tnbayes.inference.weight_space import accumulate_statistics
 from tnbayes.inference.weight_space import bayesian_ridge as bayesian_last_layer
 from tnbayes.models._classifier import ClassifierContract, as_class_labels
 from tnbayes.models._cpd_base import NOISE_LOWER_BOUND
-from tnbayes.models.base import BaseModel
+from tnbayes.models.base import MEAN_ONLY_EXPLAINED, BaseModel
 from tnbayes.models.registry import register_model
 
 __all__ = ["RFFNetModule", "RFFNet", "RFFNetClassifier", "TrainingLog", "train_block_proximal_adam",
            "default_num_features", "bayesian_last_layer"]
 
 LAST_LAYER_MEANS = ("bayes", "trained")
-#: a regressor whose last-layer mean explains less than this share of the variation of y about its mean warns: it
-#: predicts about the mean of y
-MEAN_ONLY_EXPLAINED = 0.01
 #: a classifier whose features' phases move less than this across the training inputs (max_j |λ_j|·range of x_j,
 #: radians per unit frequency) warns: its features are nearly constant and it predicts the class frequencies
 CONSTANT_FEATURES_PHASE = 0.1
