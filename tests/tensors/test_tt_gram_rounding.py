@@ -8,7 +8,7 @@ import torch
 
 import tnbayes.tensors.tt_update_rounding as update_rounding
 from tnbayes.tensors import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import (cores_to_dense, leading_factor, matvec_to_dense, right_orthogonalize,
+from tnbayes.tensors.tt_rounding import (cores_to_dense, gram_rank, leading_factor, matvec_to_dense, right_orthogonalize,
                                          truncation_rank, tt_svd)
 from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, bond_basis_plan, round_rank_one_update
 
@@ -20,6 +20,19 @@ def _decaying(rows, columns, seed=0):
     q2, _ = torch.linalg.qr(torch.randn(columns, min(rows, columns), generator=g, dtype=torch.float64))
     values = 2.0 ** -torch.arange(min(rows, columns), dtype=torch.float64)
     return (q1 * values) @ q2.T
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("cap", [None, 2, 50])
+def test_gram_rank_is_the_smallest_rank_whose_discarded_tail_is_within_delta(dtype, cap):
+    g = torch.Generator().manual_seed(3)
+    squares = torch.sort(torch.rand(30, generator=g, dtype=torch.float64) ** 4).values
+    squares[:3] = torch.tensor([-1e-17, 0.0, 1e-18])  # round-off below zero counts as zero
+    squares = squares.to(dtype)
+    values = [max(float(x), 0.0) for x in squares]  # ascending: the tail of rank k is the sum of the first n − k
+    for delta in (0.0, 1e-9, 0.05, 0.3, 1.0, 100.0):
+        smallest = next(k for k in range(1, len(values) + 1) if sum(values[:len(values) - k]) <= delta * delta)
+        assert gram_rank(squares, delta, cap) == (smallest if cap is None else min(smallest, cap))
 
 
 @pytest.mark.parametrize("shape", [(6, 40), (40, 6)])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 __all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "matvec_to_dense",
@@ -208,9 +207,16 @@ def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:
     int
         Between 1 and ``k`` (and ``max_rank``).
     """
-    # ascending cumulative sums are the tails of the descending values: keep those whose tail exceeds delta²
-    tails = np.cumsum(np.maximum(squares.detach().cpu().numpy().astype(np.float64), 0.0))
-    keep = max(int(np.count_nonzero(tails > delta * delta)), 1)
+    # ascending cumulative sums are the tails of the descending values: keep those whose tail exceeds delta² (a
+    # loop over Python floats: the k ≤ a few hundred values cost less than the array calls of a cumulative sum)
+    values = squares.detach().tolist()
+    threshold, tail, discarded = delta * delta, 0.0, 0
+    for value in values:
+        tail += max(value, 0.0)
+        if tail > threshold:
+            break
+        discarded += 1
+    keep = max(len(values) - discarded, 1)
     return keep if max_rank is None else min(keep, int(max_rank))
 
 
