@@ -52,6 +52,25 @@ def test_budget_stops_the_rank_search_says_so_and_warns(model, monkeypatch):
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_budget_ends_the_first_ranks_sweeps_and_the_held_out_refits(model):
+    """No measured rank predicts the first rank of the search: its sweeps end where another would leave the held-out
+    refit too little of the budget, and the refit's sweeps end at the budget (far below any fit: one sweep each);
+    without a budget every sweep runs."""
+    X, y = _data(300)
+    with pytest.warns(BudgetWarning, match=r"ended ALS after 1 of 4 sweeps \(another would have left the held-out "
+                                           r"refit too little of time_budget=1e-09 s\)"):
+        tight = model(time_budget=1e-9, max_sweeps=4, tol=0.0).fit(X, y)
+    assert tight.n_iter_ == 1 and len(tight.rank_search_) == 1
+    assert any(line.startswith("the held-out refit stopped after 1 sweep at the time budget")
+               for line in tight.fit_report_)
+    assert tight.held_out_noise_variance_ is not None and tight.held_out_noise_variance_ > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)
+        free = model(time_budget=None, max_sweeps=4, tol=0.0).fit(X, y)
+    assert free.n_iter_ == 4 and not any("held-out refit stopped" in line for line in free.fit_report_)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 def test_given_rank_is_never_searched(model):
     X, y = _data()
     with warnings.catch_warnings():

@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from tnbayes._warnings import warn_user
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
-from tnbayes.inference.budget import BudgetWarning, format_seconds, next_rank_fits_budget
+from tnbayes.inference.budget import HELD_OUT_REFIT_SHARE, BudgetWarning, format_seconds, next_rank_fits_budget
 from tnbayes.models.base import MEAN_ONLY_EXPLAINED, BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
@@ -173,7 +173,11 @@ class CPDModelBase(BaseModel):
         sweeps_within_budget : bool
             End ALS when another sweep would end past ``time_budget`` (counted from the start of ``fit``), as a
             model without a rank search needs (FL); reported in ``fit_report_`` with a
-            :class:`~tnbayes.inference.budget.BudgetWarning`.
+            :class:`~tnbayes.inference.budget.BudgetWarning`. Without it, with a ``time_budget``, the first rank's
+            sweeps (which no measurement predicts) end where another would leave the held-out refit too little of the
+            budget (its cost taken as :data:`~tnbayes.inference.budget.HELD_OUT_REFIT_SHARE` of the rank's own) when
+            ranks are searched (``reference_noise`` given); later ranks run only when the previous one predicts that
+            they fit. The held-out refit's sweeps end at the budget.
 
         Returns
         -------
@@ -185,7 +189,8 @@ class CPDModelBase(BaseModel):
             reference_noise = max(float(reference_noise), NOISE_LOWER_BOUND)
         time_budget = getattr(self, "time_budget", None)
         sweep_budget = int(self.max_sweeps if max_sweeps is None else max_sweeps)
-        deadline = self._fit_started + float(time_budget) if sweeps_within_budget and time_budget is not None else None
+        budget_end = None if time_budget is None else self._fit_started + float(time_budget)
+        deadline = budget_end if sweeps_within_budget else None
         held_out_refit = self._estimates_noise_on_held_out_rows(X, between_sweeps)
         self.rank_search_ = []
         over_budget = None  # (next rank, its predicted seconds, the fit's predicted end) when the budget stopped it
@@ -194,13 +199,18 @@ class CPDModelBase(BaseModel):
             engine = CPDALS(features, X, y, int(rank), penalty, penalty_form=penalty_form, chunk_size=self.chunk_size,
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
+            rank_deadline = deadline
+            if rank_deadline is None and budget_end is not None and reference_noise is not None and index == 0:
+                refit_share = HELD_OUT_REFIT_SHARE if held_out_refit else 0.0  # no prediction yet: leave the refit room
+                rank_deadline = started + (budget_end - started) / (1.0 + refit_share)
             engine.run(sweep_budget, float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps,
-                       deadline=deadline)
+                       deadline=rank_deadline)
             if engine.stopped_at_deadline:
+                why = ("left the held-out refit too little of" if deadline is None and held_out_refit else
+                       "ended past")
                 message = (f"{type(self).__name__}: the time budget ended ALS after {len(engine.sweep_objectives)} "
-                           f"of {sweep_budget} sweeps (another would have ended past time_budget="
-                           f"{float(time_budget):g} s); pass a larger time_budget, a smaller rank (now {int(rank)}) or "
-                           f"fewer max_sweeps.")
+                           f"of {sweep_budget} sweeps (another would have {why} time_budget={float(time_budget):g} s); "
+                           f"pass a larger time_budget, a smaller rank (now {int(rank)}) or fewer max_sweeps.")
                 self._report(message)
                 warn_user(message, BudgetWarning)
             seconds = time.perf_counter() - started
@@ -242,7 +252,7 @@ class CPDModelBase(BaseModel):
         held_out = None
         if held_out_refit:
             held_out = self._held_out_noise(features, X, y, engine.rank, penalty, penalty_form, component_weights,
-                                            max_sweeps, initial_factors)
+                                            max_sweeps, initial_factors, budget_end)
         self._store_laplace(engine, residual, penalty, held_out)
         self._check_fit_seconds(time_budget, held_out_refit)
         return engine
@@ -317,8 +327,9 @@ class CPDModelBase(BaseModel):
 
     def _held_out_noise(self, features: TensorProductFeatures, X: torch.Tensor, y: torch.Tensor, rank: int,
                         penalty: float, penalty_form: str, component_weights: torch.Tensor | None,
-                        max_sweeps: int | None, initial_factors) -> float | None:
-        """σ² the model earns on held-out rows: refit the kept rank on the other rows (same features and λ), then
+                        max_sweeps: int | None, initial_factors, deadline: float | None = None) -> float | None:
+        """σ² the model earns on held-out rows: refit the kept rank on the other rows (same features and λ; its
+        sweeps end before one that would end past ``deadline``, a ``time.perf_counter()`` value), then
         :func:`~tnbayes.selection.calibration.proportional_noise_estimate` of the held-out residuals under the
         Laplace variance ``σ²(1 + q)``. None when too few rows (see ``held_out_rows``)."""
         split = held_out_rows(X.shape[0], int(self.seed), device=X.device)
@@ -328,7 +339,12 @@ class CPDModelBase(BaseModel):
         engine = CPDALS(features, X[fitted], y[fitted], int(rank), penalty, penalty_form=penalty_form,
                         chunk_size=self.chunk_size, seed=int(self.seed), component_weights=component_weights,
                         factors=initial_factors)
-        engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=False)
+        engine.run(int(self.max_sweeps if max_sweeps is None else max_sweeps), float(self.tol), progress=False,
+                   deadline=deadline)
+        if engine.stopped_at_deadline:
+            sweeps = len(engine.sweep_objectives)
+            self._report(f"the held-out refit stopped after {sweeps} sweep{'s' * (sweeps != 1)} at the time budget "
+                         f"(unconverged: its held-out σ² may be too large).")
         modes, choleskys = self._laplace_systems(engine)
         mean = cpd_predict(features, engine.factors, X[held], component_weights).real
         relative = summed_core_variances(features, engine.factors, modes, choleskys, X[held],

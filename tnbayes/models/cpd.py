@@ -92,7 +92,9 @@ class CPDKernelMachine(CPDModelBase):
         Seconds the fit should take (default 60). With ``rank=None`` a larger rank is tried only while its
         predicted fit time — the last rank's seconds scaled by (R'/R)², plus the refit of ``noise_estimate=
         "held_out"`` — ends within the budget (:func:`~tnbayes.inference.budget.next_rank_fits_budget`);
-        ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. A fit that ends past 1.5
+        ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. The first rank, which no
+        measured rank predicts, stops its sweeps where another would leave the held-out refit too little of the
+        budget (with a ``BudgetWarning``), and the refit's sweeps end at the budget. A fit that ends past 1.5
         times the budget warns (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to pass.
         None: no budget.
     ard : bool

@@ -90,7 +90,8 @@ class QTKM(CPDModelBase):
         Subsample size of the cross-validation.
     time_budget : float or None
         Seconds the fit should take (default 60; None: no budget): with ``rank=None`` a larger rank is tried only
-        while its predicted fit ends within the budget, as in :class:`~tnbayes.CPDKernelMachine`.
+        while its predicted fit ends within the budget, and the first rank's sweeps and the held-out refit's stop
+        at it, as in :class:`~tnbayes.CPDKernelMachine`.
     cv_folds : int
         Folds of the cross-validation (the paper uses 3).
     penalty_grid, period_grid : sequence of float, optional
