@@ -8,8 +8,8 @@ import torch
 
 import tnbayes.tensors.tt_update_rounding as update_rounding
 from tnbayes.tensors import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import (cores_to_dense, gram_rank, leading_factor, matvec_to_dense, right_orthogonalize,
-                                         truncation_rank, tt_svd)
+from tnbayes.tensors.tt_rounding import (cores_to_dense, gram_rank, leading_factor, matvec_to_dense,
+                                         right_orthogonalize, truncation_rank, tt_svd)
 from tnbayes.tensors.tt_update_rounding import SUBSPACE_OVERSAMPLING, bond_basis_plan, round_rank_one_update
 
 

@@ -209,14 +209,11 @@ def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:
     """
     # ascending cumulative sums are the tails of the descending values: keep those whose tail exceeds delta² (a
     # loop over Python floats: the k ≤ a few hundred values cost less than the array calls of a cumulative sum)
-    values = squares.detach().tolist()
-    threshold, tail, discarded = delta * delta, 0.0, 0
-    for value in values:
+    threshold, tail, keep = delta * delta, 0.0, 0
+    for value in squares.detach().tolist():
         tail += max(value, 0.0)
-        if tail > threshold:
-            break
-        discarded += 1
-    keep = max(len(values) - discarded, 1)
+        keep += tail > threshold
+    keep = max(keep, 1)
     return keep if max_rank is None else min(keep, int(max_rank))
 
 
