@@ -11,7 +11,8 @@ import pytest
 
 import tnbayes
 import tnbayes.models._cpd_base as cpd_base
-from tnbayes.inference.budget import HELD_OUT_REFIT_SHARE, BudgetWarning, als_rank_seconds, next_rank_fits_budget
+from tnbayes.inference.budget import (HELD_OUT_REFIT_SHARE, BudgetWarning, als_rank_seconds, first_rank_deadline,
+                                     next_rank_fits_budget)
 
 MODELS = [tnbayes.CPDKernelMachine, tnbayes.QTKM, tnbayes.TKM]
 
@@ -51,6 +52,13 @@ def test_budget_stops_the_rank_search_says_so_and_warns(model, monkeypatch):
     assert "largest rank tried" in next(line for line in free.fit_report_ if line.startswith("rank R ="))
 
 
+def test_first_rank_deadline_leaves_the_held_out_refit_its_share_of_the_time_left():
+    # the rank's seconds s and the refit's HELD_OUT_REFIT_SHARE·s fill the 90 s left from 10 s to 100 s
+    end = first_rank_deadline(10.0, 100.0, held_out_refit=True)
+    assert (end - 10.0) * (1 + HELD_OUT_REFIT_SHARE) == pytest.approx(90.0)
+    assert first_rank_deadline(10.0, 100.0, held_out_refit=False) == 100.0
+
+
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 def test_budget_ends_the_first_ranks_sweeps_and_the_held_out_refits(model):
     """No measured rank predicts the first rank of the search: its sweeps end where another would leave the held-out
@@ -73,10 +81,13 @@ def test_budget_ends_the_first_ranks_sweeps_and_the_held_out_refits(model):
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 def test_given_rank_is_never_searched(model):
     X, y = _data()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BudgetWarning)
-        fitted = model(rank=3, time_budget=1e-9, max_sweeps=2).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = model(rank=3, time_budget=1e-9, max_sweeps=2, tol=0.0).fit(X, y)
     assert fitted.rank_ == 3 and len(fitted.rank_search_) == 1
+    # nor are its sweeps or its held-out refit's stopped: only the fit's seconds are reported past the budget
+    assert fitted.n_iter_ == 2 and not any("ended ALS" in str(w.message) for w in caught)
+    assert not any("held-out refit stopped" in line for line in fitted.fit_report_)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)

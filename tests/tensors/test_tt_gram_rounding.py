@@ -35,6 +35,12 @@ def test_gram_rank_is_the_smallest_rank_whose_discarded_tail_is_within_delta(dty
         assert gram_rank(squares, delta, cap) == (smallest if cap is None else min(smallest, cap))
 
 
+def test_gram_rank_counts_no_tail_from_a_nan_on():
+    # as NumPy's count of cumulative sums above delta² did: a NaN makes every later tail NaN, never above delta²
+    assert gram_rank(torch.tensor([1.0, float("nan")], dtype=torch.float64), 0.5, None) == 1
+    assert gram_rank(torch.tensor([float("nan"), 1.0, 2.0], dtype=torch.float64), 0.5, None) == 1
+
+
 @pytest.mark.parametrize("shape", [(6, 40), (40, 6)])
 @pytest.mark.parametrize("delta, cap", [(1e-3, None), (0.0, 3), (0.2, 4)])
 def test_gram_factor_keeps_the_svd_rank_and_its_best_approximation(shape, delta, cap):

@@ -60,6 +60,7 @@ __all__ = [
     "HELD_OUT_REFIT_SHARE",
     "als_rank_seconds",
     "next_rank_fits_budget",
+    "first_rank_deadline",
     "rank_within_budget",
     "BATCH_SIZE_SAVING",
     "HYPERPARAMETER_SHARE",
@@ -518,6 +519,26 @@ def rank_within_budget(rank: int, predicted_seconds: float, available_seconds: f
         return int(rank)
     scaled = int(int(rank) * math.sqrt(max(float(available_seconds), 0.0) / float(predicted_seconds)))
     return max(min(int(min_rank), int(rank)), min(int(rank), scaled))
+
+
+def first_rank_deadline(started: float, budget_end: float, held_out_refit: bool) -> float:
+    """When the first rank of a rank search, which no measured rank predicts, should stop its sweeps: the share of
+    the time left that leaves the held-out refit (:data:`HELD_OUT_REFIT_SHARE` of the rank's own seconds) room
+    before ``budget_end``.
+
+    Parameters
+    ----------
+    started, budget_end : float
+        ``time.perf_counter()`` values: the rank's start and the end of the budget.
+    held_out_refit : bool
+
+    Returns
+    -------
+    float
+        A ``time.perf_counter()`` value (``budget_end`` without a refit)."""
+    if not held_out_refit:
+        return float(budget_end)
+    return float(started) + (float(budget_end) - float(started)) / (1.0 + HELD_OUT_REFIT_SHARE)
 
 
 def next_rank_fits_budget(time_budget: float | None, elapsed_seconds: float, measured_seconds: float,

@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from tnbayes._warnings import warn_user
 from tnbayes.basis import TensorProductFeatures
 from tnbayes.inference import CPDALS, summed_core_variances
-from tnbayes.inference.budget import HELD_OUT_REFIT_SHARE, BudgetWarning, format_seconds, next_rank_fits_budget
+from tnbayes.inference.budget import BudgetWarning, first_rank_deadline, format_seconds, next_rank_fits_budget
 from tnbayes.models.base import MEAN_ONLY_EXPLAINED, BaseModel
 from tnbayes.selection.calibration import (HELD_OUT_FRACTION, NOISE_ESTIMATES, held_out_rows,
                                           proportional_noise_estimate)
@@ -173,11 +173,11 @@ class CPDModelBase(BaseModel):
         sweeps_within_budget : bool
             End ALS when another sweep would end past ``time_budget`` (counted from the start of ``fit``), as a
             model without a rank search needs (FL); reported in ``fit_report_`` with a
-            :class:`~tnbayes.inference.budget.BudgetWarning`. Without it, with a ``time_budget``, the first rank's
-            sweeps (which no measurement predicts) end where another would leave the held-out refit too little of the
-            budget (its cost taken as :data:`~tnbayes.inference.budget.HELD_OUT_REFIT_SHARE` of the rank's own) when
-            ranks are searched (``reference_noise`` given); later ranks run only when the previous one predicts that
-            they fit. The held-out refit's sweeps end at the budget.
+            :class:`~tnbayes.inference.budget.BudgetWarning`. Without it, with a ``time_budget`` and ``rank=None``
+            (on one process), the first rank's sweeps (which no measurement predicts) end where another would leave
+            the held-out refit too little of the budget (:func:`~tnbayes.inference.budget.first_rank_deadline`), or
+            at the budget without a refit; later ranks run only when the previous one predicts that they fit. The
+            held-out refit's sweeps then end at the budget. A given ``rank`` is not stopped.
 
         Returns
         -------
@@ -192,6 +192,9 @@ class CPDModelBase(BaseModel):
         budget_end = None if time_budget is None else self._fit_started + float(time_budget)
         deadline = budget_end if sweeps_within_budget else None
         held_out_refit = self._estimates_noise_on_held_out_rows(X, between_sweeps)
+        # an automatic rank on one process (each process of a distributed fit would judge its own clock)
+        searched_within_budget = (budget_end is not None and getattr(self, "rank", None) is None
+                                  and not bool(getattr(self, "distributed", False)))
         self.rank_search_ = []
         over_budget = None  # (next rank, its predicted seconds, the fit's predicted end) when the budget stopped it
         for index, rank in enumerate(ranks):
@@ -200,9 +203,8 @@ class CPDModelBase(BaseModel):
                             seed=int(self.seed), component_weights=component_weights, factors=initial_factors,
                             distributed=bool(getattr(self, "distributed", False)))
             rank_deadline = deadline
-            if rank_deadline is None and budget_end is not None and reference_noise is not None and index == 0:
-                refit_share = HELD_OUT_REFIT_SHARE if held_out_refit else 0.0  # no prediction yet: leave the refit room
-                rank_deadline = started + (budget_end - started) / (1.0 + refit_share)
+            if rank_deadline is None and searched_within_budget and index == 0:  # no measured rank predicts it
+                rank_deadline = first_rank_deadline(started, budget_end, held_out_refit)
             engine.run(sweep_budget, float(self.tol), progress=bool(self.verbose), between_sweeps=between_sweeps,
                        deadline=rank_deadline)
             if engine.stopped_at_deadline:
@@ -247,12 +249,13 @@ class CPDModelBase(BaseModel):
         self.n_iter_ = len(self.history_)
         self.converged_ = bool(engine.converged)
         self.last_relative_change_ = float(engine.last_relative_change)
-        self._warn_if_unconverged(sweep_budget)
+        if not engine.stopped_at_deadline:  # a deadline's stop has warned already
+            self._warn_if_unconverged(sweep_budget)
         self._warn_if_mean_only(engine, features.num_modes, residual, reference_noise)
         held_out = None
         if held_out_refit:
             held_out = self._held_out_noise(features, X, y, engine.rank, penalty, penalty_form, component_weights,
-                                            max_sweeps, initial_factors, budget_end)
+                                            max_sweeps, initial_factors, budget_end if searched_within_budget else None)
         self._store_laplace(engine, residual, penalty, held_out)
         self._check_fit_seconds(time_budget, held_out_refit)
         return engine

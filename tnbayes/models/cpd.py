@@ -94,7 +94,8 @@ class CPDKernelMachine(CPDModelBase):
         "held_out"`` — ends within the budget (:func:`~tnbayes.inference.budget.next_rank_fits_budget`);
         ``verbose=True`` and ``fit_report_`` say when the budget stopped the search. The first rank, which no
         measured rank predicts, stops its sweeps where another would leave the held-out refit too little of the
-        budget (with a ``BudgetWarning``), and the refit's sweeps end at the budget. A fit that ends past 1.5
+        budget (without a refit: at the budget; with a ``BudgetWarning``), and the refit's sweeps end at the
+        budget. A fit that ends past 1.5
         times the budget warns (:class:`~tnbayes.inference.budget.BudgetWarning`) with the settings to pass.
         None: no budget.
     ard : bool
