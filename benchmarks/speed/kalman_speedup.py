@@ -185,8 +185,9 @@ def main(argv: list[str]) -> int:
         defaults.append(f"| {name}() | {args.defaults_rows} | {result['fit_seconds']:.1f} | {result['rmse']:.2f} | "
                         f"{result['coverage_95']:.3f} | {result['nlpd']:.3f} |")
         print(defaults[-1], flush=True)
-    protocol = (f"before = tnbayes at {args.before} (row-by-row filters), after = this tree; one torch thread, one "
-                "subprocess per fit; see the module docstring of benchmarks/speed/kalman_speedup.py")
+    described = " (row-by-row filters)" if args.before == parser.get_default("before") else ""
+    protocol = (f"before = tnbayes at {args.before}{described}, after = this tree; one torch thread, one subprocess "
+                "per fit; see the module docstring of benchmarks/speed/kalman_speedup.py")
     text = header("TT Kalman filters before and after the block updates", protocol) + "\n".join(lines) + "\n"
     if args.defaults_rows:
         text += (f"\nWith no arguments on the first {args.defaults_rows} airline training rows (D = 8), test on the first "

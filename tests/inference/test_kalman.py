@@ -260,3 +260,45 @@ def test_row_update_with_tolerances_stays_at_the_dense_filter():
     mean, variance = kf.predict(TTVector.from_dense(probe, shape))
     assert mean == pytest.approx(float(probe @ dense.mean), rel=1e-5)
     assert variance == pytest.approx(float(probe @ dense.covariance @ probe), rel=1e-5)
+
+
+def _row_filter_run(truncation, read_every_row, round_relative_to="update", rows=12):
+    """A row filter over fixed random rows; ``read_every_row`` reads ``kf.mean`` after each update."""
+    g = torch.Generator().manual_seed(11)
+    shape, n = (3, 3, 3, 3), 81
+    kf = TTKalmanFilter(shape, 1.0, truncation=truncation, round_relative_to=round_relative_to)
+    for _ in range(rows):
+        row = torch.randn(n, generator=g, dtype=torch.float64)
+        kf.update(TTVector.from_dense(row, shape), float(torch.randn(1, generator=g, dtype=torch.float64)), 0.01)
+        if read_every_row:
+            kf.mean  # noqa: B018 (the read rounds the pending mean)
+    return kf
+
+
+def test_row_update_rounds_the_mean_when_read_relative_to_the_change_since_its_last_rounding():
+    """Rows leave the dense mean unrounded until the TT mean is read; the read rounds it with the "mean" rule
+    relative to its change since the last rounding (from 0 here: its norm), so the residuals the rows saw, the root
+    and, up to that one rounding, the mean are those of a filter without a "mean" rule. Read after every row, the
+    mean is rounded after every row (relative to each row's step), as before the rounding waited for a read."""
+    rules = {"row": 0.0, "gain": 1e-8, "innovation": 1e-8, "covariance": (1e-8, 81)}
+    unrounded = _row_filter_run({**rules, "mean": 0.0}, read_every_row=False)
+    lazy = _row_filter_run({**rules, "mean": 0.3}, read_every_row=False)
+    eager = _row_filter_run({**rules, "mean": 0.3}, read_every_row=True)
+    exact = unrounded._dense_mean()
+    torch.testing.assert_close(lazy._dense_mean(), exact, rtol=0, atol=0)  # not rounded before the read below
+    torch.testing.assert_close(lazy.covariance_sqrt.to_dense(), unrounded.covariance_sqrt.to_dense(), rtol=0, atol=0)
+    rounded = lazy.mean
+    assert max(rounded.ranks) < max(unrounded.mean.ranks)  # the read rounded it
+    error = float(torch.linalg.vector_norm(rounded.to_dense() - exact))
+    assert 0 < error <= 0.3 * float(torch.linalg.vector_norm(exact)) * (1 + 1e-12)  # tt_svd's bound, one rounding
+    torch.testing.assert_close(lazy._dense_mean(), rounded.to_dense())  # the filter goes on from the rounded mean
+    assert not torch.allclose(eager.mean.to_dense(), rounded.to_dense())  # rounded after every row instead
+
+
+def test_row_update_relative_to_the_state_rounds_the_mean_after_every_row():
+    """With ``round_relative_to="state"`` (the paper's rounding) every row's mean is rounded at once, read or not."""
+    rules = {"row": 0.0, "gain": 1e-8, "innovation": 1e-8, "covariance": (1e-8, 81), "mean": 0.3}
+    unread = _row_filter_run(rules, read_every_row=False, round_relative_to="state")
+    read = _row_filter_run(rules, read_every_row=True, round_relative_to="state")
+    torch.testing.assert_close(unread.mean.to_dense(), read.mean.to_dense(), rtol=0, atol=0)
+    assert unread.mean.ranks == read.mean.ranks

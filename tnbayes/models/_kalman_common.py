@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from tnbayes._warnings import warn_user
 from tnbayes.inference.budget import MIN_ROWS, BudgetPlan, BudgetWarning, describe_plan, record_measured_seconds
-from tnbayes.inference.kalman import covariance_from_root
+from tnbayes.inference.kalman import covariance_from_root, released
 from tnbayes.inference.stream_deadline import DEADLINE_GRACE, StreamDeadline
 from tnbayes.selection.calibration import LOST_DATA_ERROR_RATIO, PrequentialResiduals
 from tnbayes.tensors import TTMatrix
@@ -104,6 +104,13 @@ class KalmanModelMixin:
             filter_seconds=filter_seconds, rows=rows, fit_seconds=fit_seconds, time_budget=self.time_budget,
             estimated=self.hyperparameter_source_ != "given", hyper_max_points=int(self.hyper_max_points),
             given_instead=self._budget_given_instead))
+
+    def _release_stream_state(self) -> None:
+        """Replace the inference tensors among the attributes (what the stream in
+        :func:`~tnbayes.inference.kalman.filter_stream` made: the filter's state, the stream's order) by normal
+        copies, so that the posterior can be differentiated and the fitted state updated in place later."""
+        for name, value in list(vars(self).items()):
+            setattr(self, name, released(value))
 
     def _store_noise(self, held_out: PrequentialResiduals | None) -> None:
         """Set ``held_out_noise_variance_`` (None without a hold-out) and the predictive ``noise_variance_``: the

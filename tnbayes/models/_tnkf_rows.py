@@ -189,8 +189,8 @@ class KernelRowsMixin:
         Returns
         -------
         max_ranks : dict
-            Largest TT rank of the rows (of the row blocks when ``block_size`` > 1), the mean and the covariance
-            root.
+            Largest TT rank of the rows (of the row blocks when ``block_size`` > 1) and the covariance root; the
+            final mean's TT rank.
         stopped : bool
             Whether early stopping ended the stream.
         left_out : bool
@@ -258,7 +258,6 @@ class KernelRowsMixin:
                         kalman.update(row, float(target), self.measurement_noise_)
                         max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 processed += size
-                max_ranks["mean"] = max(max_ranks["mean"], max(kalman.mean.ranks))
                 max_ranks["covariance"] = max(max_ranks["covariance"], max(kalman.covariance_sqrt.ranks))
                 if self.early_stopping_tol is not None and self._should_stop(kalman.covariance_trace_history):
                     stopped = True
@@ -272,6 +271,7 @@ class KernelRowsMixin:
             frontier += local
         if progress is not None:
             progress.close()
+        max_ranks["mean"] = max(kalman.mean.ranks)  # the row updates' mean is rounded when read: at the end
         streamed_first = torch.cat(used) if used else stream[:0]
         unprocessed = torch.ones(n, dtype=torch.bool, device=stream.device)
         unprocessed[streamed_first] = False

@@ -26,8 +26,8 @@ from tnbayes._deprecation import (
 )
 from tnbayes._sizes import check_fits_in_memory
 from tnbayes._warnings import warn_user
-from tnbayes.inference.budget import check_time_budget, single_torch_thread
-from tnbayes.inference.kalman import TRUNCATED_QUANTITIES, TTKalmanFilter, Truncation
+from tnbayes.inference.budget import check_time_budget
+from tnbayes.inference.kalman import TRUNCATED_QUANTITIES, TTKalmanFilter, Truncation, filter_stream
 from tnbayes.models._kalman_common import KalmanModelMixin
 from tnbayes.models._tnkf_budget import TNKFBudgetMixin
 from tnbayes.models._tnkf_rows import ROW_ORDERS, STREAM_ORDERS, KernelRowsMixin
@@ -110,7 +110,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     round_relative_to : {"update", "state"}
         Tolerances of the mean and the covariance root are relative to the change each row makes
         (default) or, as in the paper, to the whole updated quantity — which at large N rounds most
-        updates away (see :class:`~tnbayes.inference.TTKalmanFilter`).
+        updates away (see :class:`~tnbayes.inference.TTKalmanFilter`). Row by row and relative to the change, α is
+        held densely while the rows stream and rounded once at the end, relative to its whole change.
     early_stopping_tol : float, optional
         Stop when ``trace(P)`` has fallen by less than this fraction over the last ``patience`` rows (None, the
         default: never stop early). The rows not streamed are simply not measured (α's entries all move,
@@ -154,8 +155,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         share of them the time left affords, spread evenly over them
         (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
         :data:`~tnbayes.inference.budget.MIN_ROWS` rows in all; a :class:`~tnbayes.inference.budget.BudgetWarning`
-        says so). With or without a budget the filter runs on one torch thread
-        (:func:`~tnbayes.inference.budget.single_torch_thread`).
+        says so). With or without a budget the filter runs on one torch thread, in torch's inference mode
+        (:func:`~tnbayes.inference.kalman.filter_stream`).
     noise_estimate : {"held_out", "training"}
         ``"held_out"`` (default): the last 20% of the rows the filter processes are first predicted from the
         state before them as new inputs at their x would be (their kernel rows without their own entry, the state
@@ -242,7 +243,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     converged_ : bool
         Whether early stopping ended the filter before the last row (``stopped_early_``).
     max_ranks_ : dict
-        Largest TT rank of each quantity seen during the fit.
+        Largest TT rank of each quantity seen during the fit (of the mean: the fitted mean's, since the row updates
+        round it once, at the end).
     fit_seconds_per_row_ : float
     block_size_ : int
         Rows per filter update (``block_size``; 1: row by row).
@@ -451,7 +453,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
                                 round_relative_to=self.round_relative_to, dtype=self.dtype_,
                                 device=self.device_)
         held_out = PrequentialResiduals(limit) if self.noise_estimate == "held_out" else None
-        with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
+        with filter_stream():  # one thread, inference mode: see tnbayes.inference.kalman.streaming
             start = time.perf_counter()
             deadline = self._stream_deadline(limit, fit_start)
             max_ranks, stopped, left_out = self._stream_rows(kalman, X, X_ordered, position, stream, targets, limit,
@@ -471,6 +473,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         self.block_misses_ = list(kalman.block_misses)
         self._store_filter(kalman.mean, kalman.covariance_sqrt)
         self._store_noise(held_out)
+        self._release_stream_state()
 
     def _lay_out_state(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``tt_shape_``, ``n_padded_``, ``row_order_``, ``train_inputs_`` and ``block_size_`` for a state of one

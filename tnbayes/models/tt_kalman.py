@@ -45,11 +45,10 @@ from tnbayes.inference.budget import (
     plan_within_budget,
     SMOOTHING_BUDGET_SHARE,
     TT_SMOOTHING_PLANNED_SWEEPS,
-    single_torch_thread,
     tt_kalman_seconds_per_row,
     tt_smoothing_seconds_per_row,
 )
-from tnbayes.inference.kalman import TTBatchKalmanFilter, kalman_batch_update
+from tnbayes.inference.kalman import TTBatchKalmanFilter, filter_stream, kalman_batch_update
 from tnbayes.models._kalman_common import KalmanModelMixin
 from tnbayes.models._tt_kalman_basis import TTKalmanBasisMixin, check_basis, make_feature_map
 from tnbayes.models._tt_smoothing import TTSmoothingMixin
@@ -167,8 +166,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         predicted seconds (in memory a random sample of the rows, which stream in a random order; a chunk source is
         shuffled within each chunk only; at least
         :data:`~tnbayes.inference.budget.MIN_ROWS`; a :class:`~tnbayes.inference.budget.BudgetWarning` says
-        so). With or without a budget the filter runs on one torch thread
-        (:func:`~tnbayes.inference.budget.single_torch_thread`).
+        so). With or without a budget the filter runs on one torch thread, in torch's inference mode
+        (:func:`~tnbayes.inference.kalman.filter_stream`).
     noise_estimate : {"held_out", "training"}
         With smoothing, ``"held_out"`` (default; rows in memory) refits the smoothing without a seeded 20% of its
         rows and sets the predictive σ² — the scale of the noise and of the Laplace variance, σ²(1 + q) — from
@@ -413,7 +412,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         smooths = self._smooths(*kalman.prior_root.shape, self.max_rank_)
         held_out = PrequentialResiduals(rows_to_use) if (self.noise_estimate == "held_out" and not smooths
                                                          and self.noise_variance is None) else None
-        with single_torch_thread():  # see tnbayes.inference.budget.single_torch_thread
+        with filter_stream():  # one thread, inference mode: see tnbayes.inference.kalman.streaming
             start = time.perf_counter()
             # the smoothing's predicted seconds are kept from the deadline
             deadline = self._stream_deadline(rows_to_use, fit_start,
@@ -454,6 +453,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         self.n_iter_ = len(self.history_)
         self.converged_ = bool(stopped)
         self._set_posterior(kalman)
+        self._release_stream_state()
         smoothed_noise = self._smooth(X, y, int(self.budget_["smoothing_rows"]), fit_start, smooths)
         self._record_budget(hyperparameter_seconds, filter_seconds, used, time.perf_counter() - fit_start)
         self._store_noise(held_out)
@@ -498,7 +498,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                                      generator=torch.Generator().manual_seed(int(self.seed) + int(self.n_iter_)))
         history = list(self.trace_history_)
         ranks = list(self.rank_history_)
-        with single_torch_thread():
+        with filter_stream():
             for first in range(0, Xs.shape[0], int(self.batch_size_)):
                 batch = slice(first, first + int(self.batch_size_))
                 kalman.forget(float(self.forgetting_factor))
@@ -507,6 +507,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
                 ranks.append((max(kalman.mean.ranks), max(kalman.correction.ranks)))
         conditioned = copy.deepcopy(self)
         conditioned._set_posterior(kalman)
+        conditioned._release_stream_state()
         conditioned.smoothing_laplace_ = None  # the Laplace factors describe the old rows: filter covariance
         conditioned.trace_history_, conditioned.rank_history_ = history, ranks
         conditioned.history_ = list(history)

@@ -7,10 +7,13 @@ axis of :class:`~tnbayes.TNKF` and :class:`~tnbayes.TTKalmanGP`.
   square root (Potter's update; TNKF streams its kernel rows through it).
 - :mod:`~tnbayes.inference.kalman.tt_batch` — :func:`kalman_batch_update` and :class:`TTBatchKalmanFilter`,
   a batch of rank-one feature rows at a time with the root held as prior − correction (TTKalmanGP).
+- :mod:`~tnbayes.inference.kalman.streaming` — :func:`filter_stream`, how the filters' streams run (one thread,
+  inference mode), and :func:`released`, their state handed back as normal tensors.
 """
 
 from .dense import DenseKalmanFilter
 from .truncation import TRUNCATED_QUANTITIES, Truncation
+from .streaming import filter_stream, released
 from .tt_batch import TTBatchKalmanFilter, kalman_batch_update, prior_root_matrix
 from .tt_rows import BlockUpdateError, TTKalmanFilter, covariance_from_root
 
@@ -22,6 +25,8 @@ __all__ = [
     "TTKalmanFilter",
     "Truncation",
     "covariance_from_root",
+    "filter_stream",
     "kalman_batch_update",
     "prior_root_matrix",
+    "released",
 ]

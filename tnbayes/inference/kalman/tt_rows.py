@@ -37,8 +37,9 @@ The row update holds the state-sized vectors densely while it runs (N numbers ea
 ``Lᵀc`` and ``L w`` are contracted to dense vectors and compressed by :func:`~tnbayes.tensors.tt_svd` with the
 ``"innovation"`` and ``"gain"`` rules (a TT-SVD of the full vector meets the same error bound as rounding the exact
 product's TT, whose ranks r_L·r_c make that rounding the row's most expensive step), right-orthonormal with the norm
-in the first core as the root's rounding takes them, and the mean is updated densely and compressed with the
-``"mean"`` rule; the filter keeps the mean's TT and its dense vector.
+in the first core as the root's rounding takes them. The mean is updated densely and compressed with the ``"mean"``
+rule when its TT is read (:attr:`TTKalmanFilter.mean`; see :meth:`TTKalmanFilter._set_dense_mean`), not after every
+row: the dense vector is what the rows use, and a TT of a vector at full rank holds more numbers than the vector.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ class TTKalmanFilter:
         rounding error of each step is a fraction of that step; ``"state"``: the norm of the whole
         updated quantity (the paper). With ``"state"`` the allowed error ``tol·‖L‖_F ~ tol·√(p₀N)``
         stays fixed while the change one row makes shrinks like 1/N, so at large N most updates are
-        rounded away (measured on a 2¹⁴-point sinc).
+        rounded away (measured on a 2¹⁴-point sinc). After row updates relative to updates, the mean is rounded
+        when read, relative to its change since it was last rounded (at most the sum of the rows' steps).
     dtype, device
         Of the cores.
 
@@ -286,12 +288,15 @@ class TTKalmanFilter:
 
     @property
     def mean(self) -> TTVector:
-        """The posterior mean of ``w`` (a TT-vector)."""
+        """The posterior mean of ``w`` (a TT-vector; after row updates rounded when read, see
+        :meth:`_set_dense_mean`)."""
+        if self._mean is None:
+            self._round_dense_mean()
         return self._mean
 
     @mean.setter
     def mean(self, value: TTVector) -> None:
-        self._mean, self._mean_full = value, None
+        self._mean, self._mean_full, self._mean_rounded = value, None, None
 
     def _dense_mean(self) -> torch.Tensor:
         """The mean as a dense vector of shape (N,), kept while row updates follow each other."""
@@ -299,12 +304,28 @@ class TTKalmanFilter:
             self._mean_full = self._mean.to_dense()
         return self._mean_full
 
-    def _set_dense_mean(self, dense: torch.Tensor, update_norm: float) -> None:
-        """Round the updated dense mean with the ``"mean"`` rule (relative to ``update_norm``, the step's norm, when
-        rounding relative to updates) and keep its TT and the TT's dense vector."""
-        self.mean = self._compress(dense, "mean", update_norm=update_norm)
+    def _set_dense_mean(self, dense: torch.Tensor) -> None:
+        """Take the updated dense mean. Rounding relative to updates, it is rounded when the TT mean is next read
+        (:meth:`_round_dense_mean`, relative to the change since it was last rounded: after every row as before
+        when it is read after every row, and within the bound of rounding each row relative to its own step
+        otherwise, since the change's norm is at most the sum of the steps'); rounding relative to the state, now
+        (the paper's rounding of every row)."""
+        if self._mean is not None:
+            self._mean_rounded = self._dense_mean()
+        self._mean, self._mean_full = None, dense
+        if self.round_relative_to == "state":
+            self._round_dense_mean()
+
+    def _round_dense_mean(self) -> None:
+        """Round the dense mean with the ``"mean"`` rule (relative to the norm of its change since it was last
+        rounded, when rounding relative to updates) and keep its TT and the TT's dense vector."""
+        dense = self._mean_full
+        change = None if self.round_relative_to != "update" else \
+            float(torch.linalg.vector_norm(dense - self._mean_rounded))
+        self._mean = self._compress(dense, "mean", update_norm=change)
         # a TT that kept every bond at its full rank is the vector re-expressed in orthonormal bases: keep the vector
         self._mean_full = dense if self._mean.ranks == self._full_ranks else self._mean.to_dense()
+        self._mean_rounded = None
 
     # ------------------------------------------------------------------ update
     def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
@@ -363,7 +384,7 @@ class TTKalmanFilter:
                                                     right_orthonormal=True)  # β scales core 0
             residual = float(target) - float(row.to_dense() @ self._dense_mean())
             step = residual / innovation_variance
-            self._set_dense_mean(self._dense_mean() + step * gain_dense, abs(step) * gain_norm)
+            self._set_dense_mean(self._dense_mean() + step * gain_dense)
         self.num_updates += 1
         if self.square_root:  # rounding leaves cores 0..d-2 left-orthonormal: ‖L‖_F = ‖last core‖
             self.covariance_trace_history.append(float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2)
