@@ -17,6 +17,8 @@ from botorch.posteriors import GPyTorchPosterior  # noqa: E402
 FACTORIES = {
     "HilbertGP": lambda: tnbayes.HilbertGP(max_iter=20, num_basis=6),
     "CPDKernelMachine": lambda: tnbayes.CPDKernelMachine(rank=2, num_basis=6, max_sweeps=3, hyper_max_points=40),
+    "ExactGP": lambda: tnbayes.ExactGP(max_iter=20),  # GPyTorch's posterior; was computed under no_grad
+    "TTKalmanGP": lambda: tnbayes.TTKalmanGP(num_basis=6, max_rank=4),
 }
 BOUNDS = torch.tensor([[0.1, 0.1], [0.9, 0.9]], dtype=torch.float64)
 
@@ -90,6 +92,27 @@ def test_q_log_noisy_ei_batch_of_two(fitted):
                                   options={"maxiter": 20})
     assert candidates.shape == (2, 2)
     assert bool(((candidates >= BOUNDS[0]) & (candidates <= BOUNDS[1])).all())
+
+
+def test_tnkf_asks_for_a_gradient_free_optimizer_and_works_with_one():
+    """TNKF predicts outside autograd: a gradient-based acquisition optimisation gets an UnsupportedError that names
+    the way out, and ``options={"with_grad": False}`` (finite differences) then finds a candidate in the box."""
+    from botorch.exceptions.errors import UnsupportedError
+
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = tnbayes.TNKF(max_rows=40).fit(X, y)
+    acquisition = LogExpectedImprovement(model.to_botorch(), best_f=float(y.max()))
+    Xq = (torch.rand(2, 1, 2, dtype=torch.float64) * 0.8 + 0.1).requires_grad_(True)
+    with pytest.raises(UnsupportedError, match="with_grad"):
+        acquisition(Xq)
+    with torch.no_grad():
+        assert torch.isfinite(acquisition(Xq)).all()  # without gradients it evaluates
+    candidate, value = optimize_acqf(acquisition, bounds=BOUNDS, q=1, num_restarts=2, raw_samples=32,
+                                     options={"maxiter": 10, "with_grad": False})
+    assert candidate.shape == (1, 2) and torch.isfinite(value)
+    assert bool(((candidate >= BOUNDS[0]) & (candidate <= BOUNDS[1])).all())
 
 
 def test_classifier_has_no_botorch_model():

@@ -3,7 +3,9 @@
 :class:`BoTorchModel` wraps any fitted regressor: ``model.to_botorch()`` returns one. Its ``posterior`` runs the
 model's own prediction path on torch tensors (input scaling, input box, feature maps, latent mean and covariance,
 unit conversion), so acquisition functions get gradients with respect to the candidate inputs wherever the
-model's features are smooth in x (Hilbert, Fourier, quantized and random-feature maps are).
+model's features are smooth in x (Hilbert, Fourier, quantized and random-feature maps are; ExactGP's posterior is
+GPyTorch's). TNKF predicts outside autograd (each kernel row is compressed by a TT-SVD): asked for gradients, its
+posterior raises ``UnsupportedError`` and says to optimise without them (``options={"with_grad": False}``).
 
 An adapter beside the three axes (basis, format, inference).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
@@ -83,6 +86,12 @@ class BoTorchModel(Model):
         -------
         botorch.posteriors.GPyTorchPosterior
             Mean of shape (*b, q, 1); covariance (*b, q, q).
+
+        Raises
+        ------
+        botorch.exceptions.errors.UnsupportedError
+            When ``X`` requires a gradient (with grad mode on) and the model's posterior is not differentiable in X
+            (TNKF); the message says how to optimise without gradients.
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError(f"the model has one output; output_indices must be [0] or None, got {output_indices}.")
@@ -106,6 +115,14 @@ class BoTorchModel(Model):
                 covariances.append(c + noise * eye)
             mean = torch.stack(means).reshape(*batch, q)
             covariance = torch.stack(covariances).reshape(*batch, q, q)
+        if X.requires_grad and torch.is_grad_enabled() and not mean.requires_grad:
+            raise UnsupportedError(
+                f"{type(model).__name__}'s posterior is not differentiable in X (it predicts outside autograd: TNKF "
+                f"compresses each kernel row by a TT-SVD), so a gradient-based optimizer cannot use it. Optimise the "
+                f"acquisition "
+                f"function without gradients, e.g. optimize_acqf(..., options={{'with_grad': False}}) (finite "
+                f"differences), or use a model whose posterior is differentiable in X (HilbertGP, CPDKernelMachine, "
+                f"TTKalmanGP, ExactGP).")
         scale, shift = model.y_scaler_.scale_, model.y_scaler_.shift_
         mean = (shift + scale * mean).to(X.dtype)
         covariance = (scale**2 * covariance).to(X.dtype)

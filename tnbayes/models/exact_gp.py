@@ -209,7 +209,10 @@ class ExactGP(BaseModel):
     # ------------------------------------------------------------------ prediction
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         self.gp_.eval()
-        with torch.no_grad(), exact_gpytorch_settings(), warnings.catch_warnings():
+        # gradients only with respect to inputs that ask for them (to_botorch's acquisition functions), none with
+        # respect to the fitted hyper-parameters
+        differentiable = torch.is_grad_enabled() and X.requires_grad
+        with torch.set_grad_enabled(differentiable), exact_gpytorch_settings(), warnings.catch_warnings():
             # predicting at the training inputs is legitimate (GPyTorch suspects a forgotten .train())
             warnings.simplefilter("ignore", gpytorch.utils.warnings.GPInputWarning)
             if full_covariance:
