@@ -63,7 +63,7 @@ inside_3sigma = float(np.mean(np.abs(sinc.y_test - mean) <= 3 * std))
 report = metrics.evaluate(post, sinc.y_test)
 print(f"TT modes {reg.tt_shape_}, rows filtered {reg.rows_processed_}, fit {fit_seconds:.1f} s "
       f"({1e3 * reg.fit_seconds_per_row_:.1f} ms per row)")
-print("largest TT ranks (kernel row / mean / covariance root):",
+print("TT ranks (largest kernel row / final mean / largest covariance root):",
       reg.max_ranks_["row"], "/", reg.max_ranks_["mean"], "/", reg.max_ranks_["covariance"])
 print(f"test RMSE {report['rmse']:.4f} (noise floor 0.1), inside ±3σ {inside_3sigma:.3f}, "
       f"95% coverage {report['coverage_95']:.3f}, NLPD {report['nlpd']:.3f}")

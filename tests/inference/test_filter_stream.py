@@ -1,6 +1,7 @@
 """The filters' streams run in torch's inference mode (tnbayes.inference.kalman.streaming); nothing a fitted model
 keeps is an inference tensor, so its state can be updated in place and differentiated through later."""
 
+import collections
 import warnings
 
 import numpy as np
@@ -10,6 +11,9 @@ import torch
 import tnbayes
 from tnbayes.inference.kalman import filter_stream, released
 from tnbayes.tensors import TTMatrix, TTVector
+
+
+Pair = collections.namedtuple("Pair", ["first", "second"])
 
 
 def _inference_tensors(value, path="model", seen=None):
@@ -52,6 +56,13 @@ def test_released_copies_inference_tensors_only_and_keeps_the_values():
     torch.testing.assert_close(out["nested"][0].to_dense(), torch.arange(8.0))
     torch.testing.assert_close(out["nested"][1][0].to_dense(), torch.eye(4, dtype=torch.float64))
     assert out["normal"] is normal and out["number"] == 3
+    with torch.inference_mode():
+        pair = Pair(torch.ones(2), normal)
+        factory = collections.defaultdict(list, {"a": torch.ones(1)})
+    pair_out, factory_out = released(pair), released(factory)
+    assert isinstance(pair_out, Pair) and _inference_tensors(pair_out) == [] and pair_out.second is normal
+    assert isinstance(factory_out, collections.defaultdict) and factory_out.default_factory is list
+    assert _inference_tensors(dict(factory_out)) == []
     kept = [normal, {"a": normal}]
     assert released(kept) is kept  # nothing to replace: the same object
     out["tensor"].add_(1.0)  # a normal tensor: in place is allowed outside inference mode
@@ -95,3 +106,13 @@ def test_fitted_tnkf_classifier_keeps_no_inference_tensor():
         warnings.simplefilter("ignore")
         model = tnbayes.TNKFClassifier(max_rows=30).fit(X, labels)
     assert _inference_tensors(model) == []
+
+
+def test_module_caches_filled_inside_a_stream_hold_normal_tensors():
+    """The subspace iteration's cached start blocks outlive the stream that first asks for one."""
+    from tnbayes.tensors.tt_update_rounding import _start_block
+
+    with filter_stream():
+        block = _start_block(1237, 5, torch.float64, torch.device("cpu"))  # a size no other test asks for
+    assert not block.is_inference()
+    assert _start_block(1237, 5, torch.float64, torch.device("cpu")) is block

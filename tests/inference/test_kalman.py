@@ -16,6 +16,7 @@ from tnbayes.inference.kalman import (
     prior_root_matrix,
 )
 from tnbayes.tensors import TTVector
+from tnbayes.tensors.tt_rounding import tt_svd
 
 EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
 
@@ -271,28 +272,38 @@ def _row_filter_run(truncation, read_every_row, round_relative_to="update", rows
         row = torch.randn(n, generator=g, dtype=torch.float64)
         kf.update(TTVector.from_dense(row, shape), float(torch.randn(1, generator=g, dtype=torch.float64)), 0.01)
         if read_every_row:
-            kf.mean  # noqa: B018 (the read rounds the pending mean)
+            kf.mean  # noqa: B018 (a read must not change what the filter does next)
     return kf
 
 
-def test_row_update_rounds_the_mean_when_read_relative_to_the_change_since_its_last_rounding():
-    """Rows leave the dense mean unrounded until the TT mean is read; the read rounds it with the "mean" rule
-    relative to its change since the last rounding (from 0 here: its norm), so the residuals the rows saw, the root
-    and, up to that one rounding, the mean are those of a filter without a "mean" rule. Read after every row, the
-    mean is rounded after every row (relative to each row's step), as before the rounding waited for a read."""
+def test_row_update_rounds_the_mean_when_read_relative_to_its_whole_change():
+    """Rows carry the mean densely; reading ``mean`` rounds it with the "mean" rule relative to its change since the
+    filter last took a TT mean (here the prior's 0: the mean's norm): exactly ``tt_svd`` of the dense mean. Reads
+    change nothing later (the same dense mean and root as a filter without a "mean" rule, read or not), and after a
+    block update the change is counted from the block's mean."""
     rules = {"row": 0.0, "gain": 1e-8, "innovation": 1e-8, "covariance": (1e-8, 81)}
     unrounded = _row_filter_run({**rules, "mean": 0.0}, read_every_row=False)
-    lazy = _row_filter_run({**rules, "mean": 0.3}, read_every_row=False)
-    eager = _row_filter_run({**rules, "mean": 0.3}, read_every_row=True)
     exact = unrounded._dense_mean()
-    torch.testing.assert_close(lazy._dense_mean(), exact, rtol=0, atol=0)  # not rounded before the read below
-    torch.testing.assert_close(lazy.covariance_sqrt.to_dense(), unrounded.covariance_sqrt.to_dense(), rtol=0, atol=0)
-    rounded = lazy.mean
-    assert max(rounded.ranks) < max(unrounded.mean.ranks)  # the read rounded it
-    error = float(torch.linalg.vector_norm(rounded.to_dense() - exact))
-    assert 0 < error <= 0.3 * float(torch.linalg.vector_norm(exact)) * (1 + 1e-12)  # tt_svd's bound, one rounding
-    torch.testing.assert_close(lazy._dense_mean(), rounded.to_dense())  # the filter goes on from the rounded mean
-    assert not torch.allclose(eager.mean.to_dense(), rounded.to_dense())  # rounded after every row instead
+    for read_every_row in (False, True):
+        lazy = _row_filter_run({**rules, "mean": 0.3}, read_every_row=read_every_row)
+        torch.testing.assert_close(lazy._dense_mean(), exact, rtol=0, atol=0)
+        torch.testing.assert_close(lazy.covariance_sqrt.to_dense(), unrounded.covariance_sqrt.to_dense(), rtol=0,
+                                   atol=0)
+        expected = tt_svd(exact.reshape(4 * (3,)), tol=0.3, reference_norm=float(torch.linalg.vector_norm(exact)))
+        assert lazy.mean.ranks == TTVector(expected).ranks and max(lazy.mean.ranks) < max(unrounded.mean.ranks)
+        torch.testing.assert_close(lazy.mean.to_dense(), TTVector(expected).to_dense(), rtol=0, atol=1e-14)
+        torch.testing.assert_close(lazy._dense_mean(), exact, rtol=0, atol=0)  # the read changed nothing
+    # a block update takes the rounded mean; the next rows' change is counted from it
+    g = torch.Generator().manual_seed(5)
+    kf = TTKalmanFilter((3, 3, 3, 3), 1.0, truncation={**rules, "mean": 0.3})
+    kf.update_block(torch.randn(4, 81, generator=g, dtype=torch.float64), torch.randn(4, generator=g), 0.01)
+    start = kf.mean.to_dense()
+    for _ in range(5):
+        row = torch.randn(81, generator=g, dtype=torch.float64)
+        kf.update(TTVector.from_dense(row, (3, 3, 3, 3)), float(torch.randn(1, generator=g)), 0.01)
+    dense = kf._dense_mean()
+    expected = tt_svd(dense.reshape(4 * (3,)), tol=0.3, reference_norm=float(torch.linalg.vector_norm(dense - start)))
+    torch.testing.assert_close(kf.mean.to_dense(), TTVector(expected).to_dense(), rtol=0, atol=1e-14)
 
 
 def test_row_update_relative_to_the_state_rounds_the_mean_after_every_row():

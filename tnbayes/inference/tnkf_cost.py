@@ -4,7 +4,9 @@ Two updates, two models, each linear in a few features of the settings with non-
 relative error of seconds per row measured on the development machine (2 cores, one torch thread, float64):
 
 * **Row by row** (:func:`tnkf_row_features`, :data:`TNKF_COST`): the state-sized vectors ``Lᵀc``, ``L w`` and the
-  mean are contracted to dense vectors and compressed by TT-SVDs from Gram matrices, and ``L − β g wᵀ`` is
+  mean are contracted to dense vectors and compressed by TT-SVDs from Gram matrices (the constants were fitted when
+  the mean was compressed after every row; the filter now does it once, when its TT is read, so the model
+  over-predicts until they are re-fitted, see docs/benchmarks.md), and ``L − β g wᵀ`` is
   rounded from Gram matrices bond by bond (:func:`~tnbayes.tensors.round_rank_one_update`). The features are the
   flops of those steps, simulated core by core with every rank at its cap (or at the bound its modes allow), plus a
   fixed cost per row and per core (the calls). Constants from ``python -m benchmarks tnkf_cost``.

@@ -106,11 +106,13 @@ class KalmanModelMixin:
             given_instead=self._budget_given_instead))
 
     def _release_stream_state(self) -> None:
-        """Replace the inference tensors among the attributes (what the stream in
+        """Replace the inference tensors among the fitted attributes (what the stream in
         :func:`~tnbayes.inference.kalman.filter_stream` made: the filter's state, the stream's order) by normal
-        copies, so that the posterior can be differentiated and the fitted state updated in place later."""
+        copies, so that the posterior can be differentiated and the fitted state updated in place later; the
+        constructor's parameters (no leading or trailing underscore) are left as given."""
         for name, value in list(vars(self).items()):
-            setattr(self, name, released(value))
+            if name.endswith("_") or name.startswith("_"):
+                setattr(self, name, released(value))
 
     def _store_noise(self, held_out: PrequentialResiduals | None) -> None:
         """Set ``held_out_noise_variance_`` (None without a hold-out) and the predictive ``noise_variance_``: the

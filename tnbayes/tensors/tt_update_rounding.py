@@ -71,7 +71,9 @@ def _start_block(size: int, width: int, dtype: torch.dtype, device: torch.device
     key = (size, width, dtype, str(device))
     if key not in _START_BLOCKS:
         generator = torch.Generator().manual_seed(size * 1009 + width)
-        _START_BLOCKS[key] = torch.randn(size, width, generator=generator, dtype=torch.float64).to(dtype).to(device)
+        with torch.inference_mode(False):  # a normal tensor, whichever mode the first caller runs in
+            block = torch.randn(size, width, generator=generator, dtype=torch.float64).to(dtype).to(device)
+        _START_BLOCKS[key] = block
     return _START_BLOCKS[key]
 
 

@@ -11,6 +11,7 @@ inputs), so what a model keeps from the stream goes through :func:`released` fir
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,11 +43,13 @@ def released(value: Any) -> Any:
 
     Parameters
     ----------
-    value : torch.Tensor, TTVector, TTMatrix, list, tuple, dict or any object
+    value : torch.Tensor, TTVector, TTMatrix, list, tuple (named too), dict (and its subclasses) or any object
+        What to release; other objects are not looked into.
 
     Returns
     -------
-    The same kind of value.
+    same type as value
+        ``value`` itself where it holds no inference tensor, otherwise a copy with each replaced.
     """
     if isinstance(value, torch.Tensor):
         return value.clone() if value.is_inference() else value
@@ -59,5 +62,9 @@ def released(value: Any) -> Any:
         return type(value)(items) if isinstance(value, list) or type(value) is tuple else type(value)(*items)
     if isinstance(value, dict):
         items = {key: released(item) for key, item in value.items()}
-        return value if all(items[key] is value[key] for key in value) else type(value)(items)
+        if all(items[key] is value[key] for key in value):
+            return value
+        copied = copy.copy(value)  # keeps a subclass's own state (a defaultdict's factory)
+        copied.update(items)
+        return copied
     return value

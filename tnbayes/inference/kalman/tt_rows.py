@@ -38,8 +38,9 @@ The row update holds the state-sized vectors densely while it runs (N numbers ea
 ``"innovation"`` and ``"gain"`` rules (a TT-SVD of the full vector meets the same error bound as rounding the exact
 product's TT, whose ranks r_L·r_c make that rounding the row's most expensive step), right-orthonormal with the norm
 in the first core as the root's rounding takes them. The mean is updated densely and compressed with the ``"mean"``
-rule when its TT is read (:attr:`TTKalmanFilter.mean`; see :meth:`TTKalmanFilter._set_dense_mean`), not after every
-row: the dense vector is what the rows use, and a TT of a vector at full rank holds more numbers than the vector.
+rule when its TT is read (:attr:`TTKalmanFilter.mean`), not after every row: the dense vector is what the rows use,
+and a TT of a vector at full rank holds more numbers than the vector (rounding relative to the state, and in
+covariance mode, the mean is rounded after every row, as before).
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ class TTKalmanFilter:
         rounding error of each step is a fraction of that step; ``"state"``: the norm of the whole
         updated quantity (the paper). With ``"state"`` the allowed error ``tol·‖L‖_F ~ tol·√(p₀N)``
         stays fixed while the change one row makes shrinks like 1/N, so at large N most updates are
-        rounded away (measured on a 2¹⁴-point sinc). After row updates relative to updates, the mean is rounded
-        when read, relative to its change since it was last rounded (at most the sum of the rows' steps).
+        rounded away (measured on a 2¹⁴-point sinc). With ``"update"``, square-root row updates carry the mean
+        densely and round it when :attr:`mean` is read, relative to its whole change (see :attr:`mean`).
     dtype, device
         Of the cores.
 
@@ -288,44 +289,42 @@ class TTKalmanFilter:
 
     @property
     def mean(self) -> TTVector:
-        """The posterior mean of ``w`` (a TT-vector; after row updates rounded when read, see
-        :meth:`_set_dense_mean`)."""
+        """The posterior mean of ``w`` as a TT-vector. After row updates (square-root mode, rounding relative to
+        updates) the filter carries the mean densely, and this is its rounding with the ``"mean"`` rule relative to
+        the change since the filter last took a TT mean (at its start, set, or after a block update): at most the
+        sum of the rows' steps. Reading it changes nothing the filter does next, except that a block update goes on
+        from it."""
         if self._mean is None:
-            self._round_dense_mean()
+            change = None if self.round_relative_to != "update" else \
+                float(torch.linalg.vector_norm(self._mean_full - self._mean_start))
+            self._mean = self._compress(self._mean_full, "mean", update_norm=change)
         return self._mean
 
     @mean.setter
     def mean(self, value: TTVector) -> None:
-        self._mean, self._mean_full, self._mean_rounded = value, None, None
+        self._mean, self._mean_full, self._mean_start = value, None, None
 
     def _dense_mean(self) -> torch.Tensor:
-        """The mean as a dense vector of shape (N,), kept while row updates follow each other."""
+        """The mean the filter carries, as a dense vector of shape (N,) (the TT mean's, until row updates)."""
         if self._mean_full is None:
             self._mean_full = self._mean.to_dense()
         return self._mean_full
 
     def _set_dense_mean(self, dense: torch.Tensor) -> None:
-        """Take the updated dense mean. Rounding relative to updates, it is rounded when the TT mean is next read
-        (:meth:`_round_dense_mean`, relative to the change since it was last rounded: after every row as before
-        when it is read after every row, and within the bound of rounding each row relative to its own step
-        otherwise, since the change's norm is at most the sum of the steps'); rounding relative to the state, now
-        (the paper's rounding of every row)."""
-        if self._mean is not None:
-            self._mean_rounded = self._dense_mean()
+        """Carry on from ``dense`` (N,), a row update's mean: unrounded, its TT computed when read (see :attr:`mean`);
+        rounding relative to the state, rounded now (the paper's rounding of every row).
+
+        With tolerances relative to the update the dense vector is what the rows use (a TT of a vector at full rank
+        holds more numbers than the vector), and one rounding relative to the whole change meets the bound of
+        rounding every row relative to its own step, since the change's norm is at most the sum of the steps'."""
+        if self._mean_start is None:
+            self._mean_start = self._dense_mean()
         self._mean, self._mean_full = None, dense
         if self.round_relative_to == "state":
-            self._round_dense_mean()
-
-    def _round_dense_mean(self) -> None:
-        """Round the dense mean with the ``"mean"`` rule (relative to the norm of its change since it was last
-        rounded, when rounding relative to updates) and keep its TT and the TT's dense vector."""
-        dense = self._mean_full
-        change = None if self.round_relative_to != "update" else \
-            float(torch.linalg.vector_norm(dense - self._mean_rounded))
-        self._mean = self._compress(dense, "mean", update_norm=change)
-        # a TT that kept every bond at its full rank is the vector re-expressed in orthonormal bases: keep the vector
-        self._mean_full = dense if self._mean.ranks == self._full_ranks else self._mean.to_dense()
-        self._mean_rounded = None
+            rounded = self._compress(dense, "mean")
+            self.mean = rounded
+            # a TT that kept every bond at its full rank is the vector re-expressed in orthonormal bases: keep it
+            self._mean_full = dense if rounded.ranks == self._full_ranks else rounded.to_dense()
 
     # ------------------------------------------------------------------ update
     def update(self, row: TTVector, target: float, measurement_noise: float) -> float:
