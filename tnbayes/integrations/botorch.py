@@ -119,10 +119,9 @@ class BoTorchModel(Model):
             raise UnsupportedError(
                 f"{type(model).__name__}'s posterior is not differentiable in X (it predicts outside autograd: TNKF "
                 f"compresses each kernel row by a TT-SVD), so a gradient-based optimizer cannot use it. Optimise the "
-                f"acquisition "
-                f"function without gradients, e.g. optimize_acqf(..., options={{'with_grad': False}}) (finite "
-                f"differences), or use a model whose posterior is differentiable in X (HilbertGP, CPDKernelMachine, "
-                f"TTKalmanGP, ExactGP).")
+                f"acquisition function without gradients, e.g. optimize_acqf(..., options={{'with_grad': False}}) "
+                f"(finite differences), or use a model whose posterior is differentiable in X (HilbertGP, "
+                f"CPDKernelMachine, TTKalmanGP, ExactGP).")
         scale, shift = model.y_scaler_.scale_, model.y_scaler_.shift_
         mean = (shift + scale * mean).to(X.dtype)
         covariance = (scale**2 * covariance).to(X.dtype)
