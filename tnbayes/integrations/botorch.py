@@ -98,6 +98,7 @@ class BoTorchModel(Model):
         model = self.tnbayes_model
         if X.ndim < 2 or X.shape[-1] != model.n_features_in_:
             raise ValueError(f"X must have shape (*b, q, {model.n_features_in_}); got {tuple(X.shape)}.")
+        wants_gradient = X.requires_grad and torch.is_grad_enabled()  # before an input transform's own parameters
         X = self.transform_inputs(X)
         batch, q = X.shape[:-2], X.shape[-2]
         rows = X.reshape(-1, X.shape[-1]).to(dtype=model.dtype_, device=model.device_)
@@ -115,7 +116,7 @@ class BoTorchModel(Model):
                 covariances.append(c + noise * eye)
             mean = torch.stack(means).reshape(*batch, q)
             covariance = torch.stack(covariances).reshape(*batch, q, q)
-        if X.requires_grad and torch.is_grad_enabled() and not mean.requires_grad:
+        if wants_gradient and not (mean.requires_grad or covariance.requires_grad):
             raise UnsupportedError(
                 f"{type(model).__name__}'s posterior is not differentiable in X (it predicts outside autograd: TNKF "
                 f"compresses each kernel row by a TT-SVD), so a gradient-based optimizer cannot use it. Optimise the "

@@ -159,7 +159,7 @@ def latent_moments(model: gpytorch.models.ApproximateGP, X: torch.Tensor, full_c
     mean and covariance (n, n) with ``full_covariance``; differentiable in ``X`` when it requires gradients
     (BoTorch's acquisition optimisers)."""
     model.eval()
-    with torch.set_grad_enabled(X.requires_grad):
+    with torch.set_grad_enabled(torch.is_grad_enabled() and X.requires_grad):
         if full_covariance:
             f = model(X)
             return f.mean, f.covariance_matrix

@@ -209,8 +209,8 @@ class ExactGP(BaseModel):
     # ------------------------------------------------------------------ prediction
     def _latent(self, X: torch.Tensor, full_covariance: bool) -> tuple[torch.Tensor, torch.Tensor]:
         self.gp_.eval()
-        # gradients only with respect to inputs that ask for them (to_botorch's acquisition functions), none with
-        # respect to the fitted hyper-parameters
+        # a graph only for inputs that ask for gradients (to_botorch's acquisition functions); the fitted
+        # hyper-parameters are in that graph too, so their .grad fills when an acquisition function backpropagates
         differentiable = torch.is_grad_enabled() and X.requires_grad
         with torch.set_grad_enabled(differentiable), exact_gpytorch_settings(), warnings.catch_warnings():
             # predicting at the training inputs is legitimate (GPyTorch suspects a forgotten .train())

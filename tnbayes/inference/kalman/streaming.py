@@ -43,7 +43,7 @@ def released(value: Any) -> Any:
 
     Parameters
     ----------
-    value : torch.Tensor, TTVector, TTMatrix, list, tuple (named too), dict (and its subclasses) or any object
+    value : torch.Tensor, TTVector, TTMatrix, list, tuple (named or a torch return type), dict (and its subclasses) or any object
         What to release; other objects are not looked into.
 
     Returns
@@ -59,7 +59,7 @@ def released(value: Any) -> Any:
         items = [released(item) for item in value]
         if all(new is old for new, old in zip(items, value)):
             return value
-        return type(value)(items) if isinstance(value, list) or type(value) is tuple else type(value)(*items)
+        return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)  # namedtuple: fields
     if isinstance(value, dict):
         items = {key: released(item) for key, item in value.items()}
         if all(items[key] is value[key] for key in value):

@@ -317,7 +317,7 @@ class TTKalmanFilter:
         With tolerances relative to the update the dense vector is what the rows use (a TT of a vector at full rank
         holds more numbers than the vector), and one rounding relative to the whole change meets the bound of
         rounding every row relative to its own step, since the change's norm is at most the sum of the steps'."""
-        if self._mean_start is None:
+        if self._mean_start is None and self.round_relative_to == "update":
             self._mean_start = self._dense_mean()
         self._mean, self._mean_full = None, dense
         if self.round_relative_to == "state":
