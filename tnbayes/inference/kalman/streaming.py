@@ -43,8 +43,9 @@ def released(value: Any) -> Any:
 
     Parameters
     ----------
-    value : torch.Tensor, TTVector, TTMatrix, list, tuple (named or a torch return type), dict (and its subclasses) or any object
-        What to release; other objects are not looked into.
+    value : object
+        What to release: a tensor, TTVector, TTMatrix, list, tuple (named or a torch return type) or dict (or a
+        subclass), looked into recursively; other objects are returned as they are.
 
     Returns
     -------
