@@ -55,8 +55,7 @@ def test_posterior_is_joint_over_q_and_matches_the_model(fitted):
     torch.testing.assert_close(single.variance, post.variance[:, :1])
 
 
-def test_gradient_in_x_matches_finite_differences(fitted):
-    model, _, _ = fitted
+def _assert_gradient_matches_finite_differences(model) -> None:
     surrogate = model.to_botorch()
     Xq = (torch.rand(2, 3, 2, dtype=torch.float64) * 0.8 + 0.1).requires_grad_(True)
 
@@ -73,6 +72,29 @@ def test_gradient_in_x_matches_finite_differences(fitted):
             step[index] = eps
             numeric[index] = (value(Xq + step) - value(Xq - step)) / (2 * eps)
     torch.testing.assert_close(Xq.grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_in_x_matches_finite_differences(fitted):
+    _assert_gradient_matches_finite_differences(fitted[0])
+
+
+#: the other regressors, whose posteriors the tutorial on Bayesian optimisation also calls differentiable in X
+GRADIENT_ONLY = {
+    "QTKM": lambda: tnbayes.QTKM(rank=2, max_sweeps=3, hyper_max_points=40),
+    "TKM": lambda: tnbayes.TKM(rank=2, max_sweeps=3, hyper_max_points=40),
+    "FLModel": lambda: tnbayes.FLModel(rank=2, max_sweeps=3),
+    "RFFNet": lambda: tnbayes.RFFNet(max_epochs=20),
+    "SVGP": lambda: tnbayes.SVGP(max_iter=20),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENT_ONLY))
+def test_every_other_regressor_but_tnkf_is_differentiable_in_x(name):
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = GRADIENT_ONLY[name]().fit(X, y)
+    _assert_gradient_matches_finite_differences(model)
 
 
 def test_log_ei_with_optimize_acqf_returns_candidates_in_the_box(fitted):

@@ -3,9 +3,10 @@
 #
 # `model.to_botorch()` turns a fitted tnbayes regressor into a BoTorch model: its `posterior(X)` takes the
 # (b, q, d) batches acquisition functions evaluate, is joint over the q points, leaves out the observation noise
-# (BoTorch's convention) and is differentiable in X, so `optimize_acqf` can climb the acquisition surface with
-# gradients. You will minimise the 6-D Hartmann function with log expected improvement on a `HilbertGP`
-# surrogate and compare the regret with BoTorch's own `SingleTaskGP`.
+# (BoTorch's convention) and, for every model but `TNKF`, is differentiable in X, so `optimize_acqf` can climb the
+# acquisition surface with gradients (`TNKF` predicts outside autograd; optimise its acquisition with
+# `options={"with_grad": False}`). You will minimise the 6-D Hartmann function with log expected improvement on a
+# `HilbertGP` surrogate and compare the regret with BoTorch's own `SingleTaskGP`.
 
 # %%
 import os

@@ -10,6 +10,8 @@ Protocol: the first ``--n-train`` rows (default 100 000) of the fixed airline tr
 - ``tt_filter_only``: the same with ``smoothing="none", time_budget=None`` (the filter streams every row, or a random
   ``--filter-rows`` of them, and predicts with its own mean and covariance, as before the smoothing existed; a
   warning that the filter has lost the data is quoted in its row);
+- ``tt_no_budget``: the same with ``time_budget=None`` alone (the filter streams every row, then the default ALS
+  smoothing sweeps every row from the filter's mean);
 - ``HilbertGP(structure="additive", out_of_box="clip")`` (test inputs beyond the training range clipped to it, as for the CPD model);
 - ``CPDKernelMachine(out_of_box="clip")`` (automatic rank, M ≤ 40, Laplace variances);
 - ``ExactGP`` on the first ``--exact-points`` training rows (default 5000; the whole subset does not fit).
@@ -22,6 +24,7 @@ standardised with training statistics; NLPD and interval width in minutes of del
     python -m benchmarks tt_kalman_airline --n-train 5000 --n-test 1000 --exact-points 1000   # smoke
     python -m benchmarks tt_kalman_airline --models tt tt_filter_only --variant smoothing   # with and without smoothing
     python -m benchmarks tt_kalman_airline --models tt_filter_only --filter-rows 20000 --variant lost_data_check
+    python -m benchmarks tt_kalman_airline --models tt_no_budget --variant no_budget   # every row, then smoothing
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--num-basis", type=int, default=4)
     parser.add_argument("--rank", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=["tt", "hilbert", "cpd", "exact"],
-                        choices=["tt", "tt_filter_only", "hilbert", "cpd", "exact"],
+                        choices=["tt", "tt_filter_only", "tt_no_budget", "hilbert", "cpd", "exact"],
                         help="tt_filter_only: the same TTKalmanGP with smoothing='none' and time_budget=None (the "
-                             "filter streams every row, as before the smoothing existed)")
+                             "filter streams every row, as before the smoothing existed); tt_no_budget: with "
+                             "time_budget=None alone (every row, then the default smoothing)")
     parser.add_argument("--filter-rows", type=int, default=None,
                         help="rows tt_filter_only streams (its max_rows: a random subset of the training rows; "
                              "default all)")
@@ -58,13 +62,15 @@ def main(argv: list[str]) -> int:
     Xte, yte = Xte[: args.n_test], yte[: args.n_test]
     var = float(np.var(ytr))
     variant = args.variant if args.variant is not None else "" if args.n_train == 100_000 else str(args.n_train)
-    keys = ["tt", "tt_filter_only", "hilbert", "cpd", "exact"]
+    keys = ["tt", "tt_filter_only", "tt_no_budget", "hilbert", "cpd", "exact"]
     models = {
         f"TTKalmanGP (M ≤ {args.num_basis}, rank ≤ {args.rank})": (TTKalmanGP(max_num_basis=args.num_basis,
                                                                                max_rank=args.rank), None),
         f"TTKalmanGP (M ≤ {args.num_basis}, rank ≤ {args.rank}, smoothing='none', time_budget=None)": (
             TTKalmanGP(max_num_basis=args.num_basis, max_rank=args.rank, smoothing="none", time_budget=None,
                        max_rows=args.filter_rows), None),
+        f"TTKalmanGP (M ≤ {args.num_basis}, rank ≤ {args.rank}, time_budget=None)": (
+            TTKalmanGP(max_num_basis=args.num_basis, max_rank=args.rank, time_budget=None), None),
         "HilbertGP (additive)": (HilbertGP(structure="additive", out_of_box="clip"), None),
         "CPDKernelMachine": (CPDKernelMachine(out_of_box="clip"), None),
         f"ExactGP ({args.exact_points} rows)": (ExactGP(), args.exact_points),

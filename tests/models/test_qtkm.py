@@ -228,10 +228,10 @@ def test_without_two_valued_columns_nothing_changes():
         tnbayes.QTKM(binary_width_grid=(1.0, 2.0)).fit(X, y)
 
 
-def test_a_fit_that_predicts_the_mean_says_so():
-    """In float32, 20 inputs are 80 quantized modes: the random starting cores' products underflow, ALS stays at
-    W = 0 and the model predicts the mean of y. It warns and names float64; the same fit in float64 learns y and is
-    silent (the reference noise of the cross-validated kernel ridge regression tells the two apart)."""
+def test_a_float32_fit_whose_random_start_vanishes_starts_from_the_mean_features():
+    """In float32, 20 inputs are 80 quantized modes: the random starting cores' products underflow, and from them ALS
+    stayed at W = 0 and the model predicted the mean of y (with a warning). It now starts from each mode's mean
+    feature, says so, and learns y about as well as the float64 fit, which keeps the random start."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -239,10 +239,34 @@ def test_a_fit_that_predicts_the_mean_says_so():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (200, 20))
     y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.05 * rng.standard_normal(200)
-    with pytest.warns(ConvergenceWarning, match=r"predicts about the mean.*80 modes.*float32.*dtype=torch.float64"):
-        collapsed = tnbayes.QTKM(rank=4, max_sweeps=3, dtype=torch.float32).fit(X, y)
-    assert collapsed.score(X, y) < 0.01
-    assert any("predicts about the mean" in line for line in collapsed.fit_report_)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        assert tnbayes.QTKM(rank=4, max_sweeps=3).fit(X, y).score(X, y) > 0.5
+        single = tnbayes.QTKM(rank=4, max_sweeps=3, dtype=torch.float32).fit(X, y)
+        double = tnbayes.QTKM(rank=4, max_sweeps=3).fit(X, y)
+    assert any("mean feature" in line and "float32" in line for line in single.fit_report_)
+    assert not any("mean feature" in line for line in double.fit_report_)
+    assert double.score(X, y) > 0.5 and single.score(X, y) > double.score(X, y) - 0.1
+
+
+def test_a_fit_left_at_zero_names_the_underflow_and_float64():
+    """Where every core stays zero (here: ALS given float32 random cores whose products underflow), the mean-only
+    warning names the start, the number of modes and the remedy."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from tnbayes.basis import FourierPolynomialFeatures
+    from tnbayes.inference import CPDALS
+    from tnbayes.tensors import random_cpd
+
+    generator = torch.Generator().manual_seed(0)
+    X = 2 * torch.rand(200, 20, generator=generator) - 1
+    y = torch.sin(3 * X[:, 0]) + X[:, 1]
+    features = FourierPolynomialFeatures(20, 16, "fourier", 4.0, quantized=True)
+    cores = random_cpd(features.mode_sizes, 4, generator=generator, dtype=torch.complex64)
+    engine = CPDALS(features, X, y - y.mean(), 4, 1.0, factors=cores)
+    engine.run(2)
+    assert all(not bool(core.any()) for core in engine.factors)
+    model = tnbayes.QTKM(rank=4)
+    model.effective_dof_, model.fit_report_ = 0.0, []
+    with pytest.warns(ConvergenceWarning, match=r"predicts about the mean.*Every core is zero.*\(given\) over its 80 "
+                                                r"modes.*float32.*dtype=torch.float64"):
+        model._warn_if_mean_only(engine, features.num_modes, residual=1.0, reference_noise=0.01)

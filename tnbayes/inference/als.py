@@ -58,8 +58,9 @@ from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows
 from tnbayes.distributed import all_reduce_sum, check_distributed
 from tnbayes.inference.als_grouping import GROUPING_MODES, InputGroupingMixin
+from tnbayes.inference.als_start import CoreStart, initial_cores
 from tnbayes.inference.spd import CoreSystem, solve_spd
-from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared, random_cpd
+from tnbayes.tensors import cpd_factor_grams, cpd_hadamard_gram, cpd_norm_squared
 from tnbayes.tensors.cpd_contractions import PartialProducts, design_matrix, mode_projections, project_onto
 
 __all__ = ["CPDALS", "PARTIAL_PRODUCT_COPIES", "PENALTY_FORMS", "largest_rank_with_partial_products"]
@@ -134,7 +135,8 @@ class CPDALS(InputGroupingMixin):
     memory_budget : int, optional
         Bytes allowed for the projection cache (default: a quarter of the available memory).
     factors : sequence of torch.Tensor of shape (M_k, R), optional
-        Initial cores (default: seeded standard-normal cores scaled to unit norm).
+        Initial cores (default: seeded standard-normal cores scaled to unit norm, or where their products would
+        vanish the mean features: :func:`~tnbayes.inference.als_start.initial_cores`).
     seed : int
         Seed of the initial cores.
     group_inputs : {"auto", True, False}
@@ -154,6 +156,8 @@ class CPDALS(InputGroupingMixin):
     Attributes
     ----------
     factors : list of torch.Tensor of shape (M_k, R)
+    start : CoreStart
+        How the cores started (random, from the mean features, or given).
     history : list of float
         Objective after every core update (the first entry is the objective at the initial cores; with
         ``between_sweeps`` also after each of those calls).
@@ -247,11 +251,13 @@ class CPDALS(InputGroupingMixin):
         self.caches_projections = (self._stream is None and cache_bytes <= memory_budget
                                    and len(self._group_of_mode) < features.num_modes)
 
-        if factors is None:
-            generator = torch.Generator().manual_seed(int(seed))
-            factors = random_cpd(features.mode_sizes, self.rank, generator=generator, dtype=self.dtype,
-                                 device=self.device)
+        if factors is None:  # seeded random cores, unless their products vanish (see tnbayes.inference.als_start)
+            chunks = (source[rows] for source, rows, _ in self._data_chunks())
+            factors, self.start = initial_cores(self.active_features, self.active_weights, chunks, self.rank,
+                                                seed=int(seed), dtype=self.dtype, device=self.device,
+                                                distributed=self.distributed)
         else:
+            self.start = CoreStart("given")
             factors = [f.to(dtype=self.dtype, device=self.device).clone() for f in factors]
             sizes = [tuple(f.shape) for f in factors]
             expected = [(m, self.rank) for m in features.mode_sizes]

@@ -242,6 +242,8 @@ class CPDModelBase(BaseModel):
                 reason = "it is the largest rank tried"
             self._report(f"rank R = {engine.rank} of {[int(r) for r in ranks]}: {reason} "
                          f"(residual noise {residual:.3g}, reference {reference_noise:.3g}, standardised scale).")
+        if engine.start.kind == "mean feature":
+            self._report(engine.start.describe(engine.real_dtype) + ".")
         self._store_factors(engine.factors)
         self.update_objectives_ = list(engine.history)
         self.sweep_objectives_ = list(engine.sweep_objectives)
@@ -278,8 +280,10 @@ class CPDModelBase(BaseModel):
         """Warn (``ConvergenceWarning``) when the reference noise (given, or from the hyper-parameter fit) is below
         half the fit's residual noise and the fit explains under :data:`MEAN_ONLY_EXPLAINED` of yᵀy: it predicts about
         the mean of the standardised targets (about 0 without ``normalize_y``). Where every core is exactly zero the
-        likely cause is named: with many modes, or in float32, the products of the random starting cores underflow
-        (they shrink geometrically with the number of modes), the core updates see no data and ALS stays at W = 0."""
+        likely cause is named: with many modes, or in float32, the products of the starting cores underflow (they
+        shrink geometrically with the number of modes; where the random draw's do, ALS starts from the mean features,
+        see :mod:`tnbayes.inference.als_start`, and this is where even theirs do), the core updates see no data and
+        ALS stays at W = 0."""
         if reference_noise is None or not reference_noise < 0.5 * residual or not engine.yy > 0:
             return
         rss = residual * max(engine.num_rows - self.effective_dof_, 1.0)  # _residual_noise's RSS, no second pass
@@ -291,11 +295,10 @@ class CPDModelBase(BaseModel):
                    f"of it can be explained: the model predicts about the mean of y. ")
         if all(not bool(factor.any()) for factor in engine.factors):
             dtype = str(engine.real_dtype).replace("torch.", "")
-            message += (f"Every core is zero: the products of the random starting cores over its {modes} modes "
-                        f"likely underflowed in {dtype}, so ALS never left W = 0; "
+            message += (f"Every core is zero: the products of the starting cores ({engine.start.kind}) over its "
+                        f"{modes} modes likely underflowed in {dtype}, so ALS never left W = 0; "
                         + ("pass dtype=torch.float64." if engine.real_dtype != torch.float64 else
-                           "use fewer modes (fewer inputs or basis functions; QTKM: quantized=False), or FLModel, "
-                           "whose start is aligned with the data."))
+                           "use fewer modes (fewer inputs or basis functions; QTKM: quantized=False)."))
         else:
             message += "Check a given penalty (a smaller one) or noise_variance (a larger one)."
         self._report(message)

@@ -381,7 +381,8 @@ class BaseModel(RegressorMixin, BaseEstimator):
         -------
         tnbayes.integrations.botorch.BoTorchModel
             A ``botorch.models.model.Model`` whose ``posterior(X)`` takes inputs of shape (b, q, d), is joint over
-            q, excludes the observation noise unless asked, and is differentiable in X (see that class).
+            q, excludes the observation noise unless asked, and is differentiable in X except for ``TNKF``'s (see
+            that class).
         """
         from tnbayes.integrations.botorch import BoTorchModel
 

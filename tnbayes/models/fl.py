@@ -25,11 +25,11 @@ from tnbayes._validation import ArrayLike, check_X_y
 from tnbayes.basis import PeriodMixtureFeatures
 from tnbayes.basis._checks import check_num_basis
 from tnbayes.inference.als import CPDALS, largest_rank_with_partial_products
+from tnbayes.inference.als_start import aligned_cores
 from tnbayes.inference.budget import ALS_PROBE_ROWS, check_time_budget, format_seconds, rank_within_budget
 from tnbayes.inference.mixture_weights import MIXTURE_PENALTIES, mixture_weight_objective, solve_mixture_weights
 from tnbayes.models._cpd_base import CPDModelBase
 from tnbayes.models.registry import register_model
-from tnbayes.tensors import random_cpd
 
 __all__ = ["FeatureLearningKM", "FLModel", "DEFAULT_FL_PERIODS", "DEFAULT_PENALTY", "cross_validate_period"]
 
@@ -44,8 +44,6 @@ DEFAULT_PENALTY = 1e-6
 PARTIAL_PRODUCTS_MARGIN = 0.8
 #: the paper's α, for its raw features (``normalize_features=False``)
 PAPER_PENALTY = 0.01
-#: size of the random part of each column of the initial cores when they start from the mean feature (relative)
-INITIAL_PERTURBATION = 0.3
 #: FISTA budget per λ update where FISTA is used (the fixed norm with λ ≥ 0, and L1 when the exact homotopy fails its
 #: optimality check; warm-started; a step that would raise the objective is refused)
 FISTA_MAX_ITER = 2000
@@ -160,7 +158,9 @@ class FeatureLearningKM(CPDModelBase):
     when N < α·M^D the penalty wins and ALS stays at W = 0 (the prediction collapses to the mean). In that case
     the cores start instead from the mean training feature of the longest-period family (nearly the same vector
     for every training row, so the initial fit is of the size of the weights) plus a random part of relative size
-    ``INITIAL_PERTURBATION`` per column; otherwise they start from the usual random draw.
+    :data:`~tnbayes.inference.als_start.INITIAL_PERTURBATION` per column
+    (:func:`~tnbayes.inference.als_start.aligned_cores`); otherwise from the engine's start (the random draw, or
+    where its products vanish the mean features of all families, see :mod:`tnbayes.inference.als_start`).
     """
 
     input_scaling = "minmax"
@@ -319,16 +319,12 @@ class FeatureLearningKM(CPDModelBase):
                 math.log(q) for q in sizes):
             return None
         dtype = torch.complex128 if X.dtype == torch.float64 else torch.complex64
-        generator = torch.Generator().manual_seed(int(self.seed))
-        noise = random_cpd(sizes, rank, generator=generator, dtype=dtype, device=X.device)
         family = features.families[max(range(len(features.periods)), key=lambda p: features.periods[p])]
-        cores = []
-        for mode, size in enumerate(sizes):
+        directions = []
+        for mode in range(len(sizes)):
             phi = family.mode_features(X, mode)[0].to(dtype)  # (N, q): rows of norm ≤ 1
-            mean = phi.mean(dim=0).conj() / phi.abs().pow(2).sum(dim=1).mean().sqrt()
-            # random_cpd's cores have unit Frobenius norm: √R makes each random column of unit size
-            cores.append(mean.unsqueeze(1).expand(size, rank) + INITIAL_PERTURBATION * math.sqrt(rank) * noise[mode])
-        return cores
+            directions.append(phi.mean(dim=0).conj() / phi.abs().pow(2).sum(dim=1).mean().sqrt())
+        return aligned_cores(directions, rank, seed=int(self.seed), dtype=dtype, device=X.device)
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self._validate_params()
