@@ -6,11 +6,31 @@ import math
 import pytest
 import torch
 
-from tnbayes.basis import FourierPolynomialFeatures
+from tnbayes.basis import FourierPolynomialFeatures, TensorProductFeatures
+from tnbayes.data import StreamedRows
 from tnbayes.inference import CPDALS
-from tnbayes.inference.als_start import INITIAL_PERTURBATION, VANISHING_SHARE, aligned_cores
+from tnbayes.inference.als_start import VANISHING_SHARE, aligned_cores
 from tnbayes.tensors import random_cpd
-from tests.cpd_problems import cpd_data, hilbert_features
+from tests.cpd_problems import FourierFeatures, cpd_data, hilbert_features
+
+
+class ScaledRows(TensorProductFeatures):
+    """K real modes of size 2 whose features at a row are (1, cos x₁)·x₀: the products of a row scale as x₀^K."""
+
+    def __init__(self, num_modes: int) -> None:
+        self.mode_sizes = [2] * num_modes
+
+    def mode_features(self, X: torch.Tensor, mode: int) -> torch.Tensor:
+        return (torch.stack([torch.ones_like(X[:, 1]), torch.cos(X[:, 1] + mode)], dim=1) * X[:, :1]).unsqueeze(0)
+
+
+def _scaled_rows(small_share: float, n: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows with x₀ = 1, and a ``small_share`` of them with x₀ = 0.01 (products about 10⁻⁴⁰ at 20 modes)."""
+    generator = torch.Generator().manual_seed(1)
+    X = torch.ones(n, 2, dtype=torch.float32)
+    X[: int(small_share * n), 0] = 0.01
+    X[:, 1] = torch.rand(n, generator=generator)
+    return X, torch.randn(n, generator=generator).to(torch.float32)
 
 
 def _many_modes(dtype=torch.float32):
@@ -31,17 +51,22 @@ def test_the_random_start_is_kept_where_its_products_do_not_vanish():
     assert all(torch.equal(a, b) for a, b in zip(engine.factors, drawn))
 
 
-def test_the_vanishing_share_is_that_of_the_random_products_computed_in_float64():
-    features, X, y = _many_modes()
-    engine = CPDALS(features, X, y, 4, 1.0, seed=0, chunk_size=64)
-    drawn = random_cpd(features.mode_sizes, 4, generator=torch.Generator().manual_seed(0), dtype=torch.complex128)
-    X64 = X.double()
-    products = torch.ones(200, 4, dtype=torch.complex128)
-    for mode in range(features.num_modes):  # about e^-200 per row: representable in float64
-        products *= features.mode_features(X64, mode)[0] @ drawn[mode]
-    vanishing = float((products.abs().amax(dim=1) < math.sqrt(torch.finfo(torch.float32).tiny)).double().mean())
-    assert vanishing > VANISHING_SHARE
-    assert engine.start.vanishing_share == vanishing
+@pytest.mark.parametrize("small_share", [0.4, 0.7])
+def test_the_vanishing_share_counts_the_rows_whose_float64_products_fall_below_the_square_root_of_tiny(small_share):
+    """Rows built to lie on both sides of √tiny in float32: the share is that of a dense float64 computation of every
+    row's largest product, and only above one half does the start change."""
+    features = ScaledRows(20)
+    X, y = _scaled_rows(small_share)
+    engine = CPDALS(features, X, y, 3, 1.0, seed=0, chunk_size=64)
+    drawn = random_cpd(features.mode_sizes, 3, generator=torch.Generator().manual_seed(0))
+    products = torch.ones(X.shape[0], 3, dtype=torch.float64)
+    for mode in range(features.num_modes):
+        products *= features.mode_features(X.double(), mode)[0] @ drawn[mode]
+    below = products.abs().amax(dim=1) < math.sqrt(torch.finfo(torch.float32).tiny)
+    assert 0 < float(below.double().mean()) < 1
+    assert engine.start.vanishing_share == pytest.approx(float(below.double().mean()), abs=1e-12)
+    assert engine.start.kind == ("mean feature" if engine.start.vanishing_share > VANISHING_SHARE else "random")
+    assert engine.start.kind == ("random" if small_share < 0.5 else "mean feature")
 
 
 def test_where_the_random_products_vanish_als_starts_from_the_mean_features():
@@ -56,20 +81,47 @@ def test_where_the_random_products_vanish_als_starts_from_the_mean_features():
     assert stuck.start.kind == "given" and all(not bool(core.any()) for core in stuck.factors)
     assert stuck.history[0] == stuck.history[-1] == pytest.approx(yy, rel=1e-6)
 
+    X64 = X.double()
+    directions = []
+    for mode in range(features.num_modes):
+        mean = features.mode_features(X64, mode)[0].mean(dim=0).conj()
+        directions.append(mean / mean.norm())
+    reference = aligned_cores(directions, 4, seed=0, dtype=torch.complex128, device="cpu")
     for chunk_size in (64, None):
         engine = CPDALS(features, X, y, 4, 0.01, seed=0, chunk_size=chunk_size)
         assert engine.start.kind == "mean feature"
-        X64 = X.double()
-        directions = []
-        for mode in range(features.num_modes):
-            mean = features.mode_features(X64, mode)[0].mean(dim=0).conj()
-            directions.append(mean / mean.norm())
-        reference = aligned_cores(directions, 4, seed=0, dtype=torch.complex128, device="cpu")
         for core, expected in zip(engine.factors, reference):
             torch.testing.assert_close(core.to(torch.complex128), expected, rtol=1e-5, atol=1e-6)
-    # the random part of each column is INITIAL_PERTURBATION of a unit column
-    spread = (reference[0] - directions[0].unsqueeze(1)).norm()
-    assert float(spread) == pytest.approx(INITIAL_PERTURBATION * math.sqrt(4), rel=1e-12)
     assert abs(engine.history[0] - yy) > 1e-3 * yy
     engine.run(3)
     assert engine.history[-1] < yy
+
+
+def test_a_streamed_source_starts_as_the_same_rows_in_memory():
+    features, X, y = _many_modes()
+    chunks = [(X[i:i + 70], y[i:i + 70]) for i in range(0, X.shape[0], 70)]
+    streamed = CPDALS(features, StreamedRows(chunks, X.shape[0], X.shape[1], dtype=X.dtype), None, 4, 0.01, seed=0)
+    in_memory = CPDALS(features, X, y, 4, 0.01, seed=0)
+    assert streamed.start == in_memory.start and streamed.start.kind == "mean feature"
+    for a, b in zip(streamed.factors, in_memory.factors):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_mean_feature_of_weighted_components_is_their_weighted_mean():
+    """Two complex components (periods 1.5 and 4) with weights 0.25 and 1: each mode starts along the unit mean of
+    0.25·φ¹ + φ² (dense, float64). 100 modes of 8 Fourier features vanish in float32 from the random draw."""
+    generator = torch.Generator().manual_seed(2)
+    X = torch.rand(150, 100, generator=generator)
+    y = torch.randn(150, generator=generator)
+    features = FourierFeatures(100, 8, [1.5, 4.0])
+    weights = torch.tensor([0.25, 1.0])
+    engine = CPDALS(features, X, y, 2, 0.1, component_weights=weights, seed=5)
+    assert engine.start.kind == "mean feature"
+    directions = []
+    for mode in range(features.num_modes):
+        phi = features.mode_features(X.double(), mode)  # (2, n, 8)
+        mean = (0.25 * phi[0] + phi[1]).mean(dim=0).conj()
+        directions.append(mean / mean.norm())
+    reference = aligned_cores(directions, 2, seed=5, dtype=torch.complex128, device="cpu")
+    for core, expected in zip(engine.factors, reference):
+        torch.testing.assert_close(core.to(torch.complex128), expected, rtol=1e-5, atol=1e-6)

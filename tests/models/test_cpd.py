@@ -222,3 +222,19 @@ def test_factors_are_stacked_cores_and_files_with_3d_factors_still_load(tmp_path
     assert loaded.penalty_form == "diagonal" and loaded.factors_.shape == (12, 3)
     a, b = model.posterior(X[:10]), loaded.posterior(X[:10])
     assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
+
+
+def test_a_given_penalty_far_too_large_for_the_given_noise_warns_that_the_fit_predicts_the_mean():
+    """λ = 10⁸ keeps W near 0 while the given noise (10⁻³, standardised) says y can be explained: the fit explains
+    under 1% of yᵀy, warns, and points at the given penalty or noise; a sensible penalty learns y without it."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _data(120, 2)
+    with pytest.warns(ConvergenceWarning, match=r"predicts about the mean of y\. Check a given penalty"):
+        model = tnbayes.CPDKernelMachine(rank=2, max_sweeps=5, penalty=1e8, noise_variance=1e-3).fit(X, y)
+    assert model.score(X, y) < 0.01
+    assert any("predicts about the mean" in line for line in model.fit_report_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert tnbayes.CPDKernelMachine(rank=2, max_sweeps=5, penalty=1e-3, noise_variance=1e-3).fit(X, y).score(
+            X, y) > 0.5

@@ -250,7 +250,8 @@ def test_a_float32_fit_whose_random_start_vanishes_starts_from_the_mean_features
 
 def test_a_fit_left_at_zero_names_the_underflow_and_float64():
     """Where every core stays zero (here: ALS given float32 random cores whose products underflow), the mean-only
-    warning names the start, the number of modes and the remedy."""
+    warning names the start, the number of modes and the remedy. A fit no longer reaches this state on these rows, so
+    the check is called directly on that engine (a real fit's mean-only warning: tests/models/test_cpd.py)."""
     from sklearn.exceptions import ConvergenceWarning
 
     from tnbayes.basis import FourierPolynomialFeatures

@@ -277,7 +277,7 @@ class CPDALS(InputGroupingMixin):
             features, local_rows, real_dtype, memory_budget=memory_budget)
         # prefix and suffix products of the cached projections (see _product_except)
         self._partial = PartialProducts(features.num_modes)
-        residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source is read once)
+        residual, self.yy = self._residual_sums(real_part=False)  # one pass (a streamed source: one more read)
         self.history.append(residual + self.penalty * self.penalty_value())
 
     # ------------------------------------------------------------------ set-up helpers

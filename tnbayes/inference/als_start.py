@@ -6,9 +6,8 @@ of products of K per-mode projections ``φ_k(x)ᵀ w_k``; for a random unit colu
 ``‖φ_k(x)‖/√M_k``, so the product shrinks geometrically with K. The normal equations of a core hold the squares of the
 other modes' products: where they fall below the smallest normal number of the dtype (the product below its square
 root), a row adds nothing, and where that holds for every row the first core update sees no data and ALS stays at
-W = 0 — a fit of the mean (QTKM's four modes per input at 100 inputs in float64; the CPD models at 40 inputs in
-float32). A common scale of the cores does not help: it multiplies the penalty's Gram matrices by the same power
-that the products gain.
+W = 0 — a fit of the mean, with many modes (QTKM has four per input) and sooner in float32. A common scale of the
+cores does not help: it multiplies the penalty's Gram matrices by the same power that the products gain.
 
 :func:`initial_cores` therefore checks the random draw first, in one pass over the rows (products summed in log
 scale, which does not underflow): where its products vanish on more than :data:`VANISHING_SHARE` of the rows, the
@@ -16,13 +15,17 @@ cores start instead from each mode's mean feature scaled to unit norm, plus a ra
 ``FLModel`` starts where its normalised features would otherwise start at W = 0). A unit vector along the mean
 feature projects the features at about their own size, against about 1/√M_k of it for a random one, so the
 products stay representable over many more modes. Everywhere else the random draw is kept, so the fits it served do not
-change.
+change. The check costs one pass over the rows per engine (for a streamed source, one more read of it).
+
+The feature maps of the CPD models have a nonzero mean feature in every mode (the constant Fourier frequency, the
+positive first Hilbert function); a mode whose mean feature is zero would start from its random part alone.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -39,6 +42,7 @@ INITIAL_PERTURBATION = 0.3
 VANISHING_SHARE = 0.5
 
 
+@dataclass(frozen=True)
 class CoreStart:
     """How :func:`initial_cores` started the cores.
 
@@ -51,12 +55,21 @@ class CoreStart:
         caller passed the cores).
     """
 
-    def __init__(self, kind: str, vanishing_share: float = math.nan) -> None:
-        self.kind = kind
-        self.vanishing_share = float(vanishing_share)
+    kind: str
+    vanishing_share: float = math.nan
 
     def describe(self, dtype: torch.dtype) -> str:
-        """One phrase for a fit report."""
+        """One phrase for a fit report.
+
+        Parameters
+        ----------
+        dtype : torch.dtype
+            The engine's real dtype (named in the phrase).
+
+        Returns
+        -------
+        str
+        """
         if self.kind != "mean feature":
             return f"ALS started from {'the given' if self.kind == 'given' else 'random'} cores"
         return (f"ALS started from each mode's mean feature: the random start's products vanished (below √tiny of "
@@ -78,7 +91,9 @@ def aligned_cores(directions: Sequence[torch.Tensor], rank: int, *, seed: int, d
     seed : int
         Seed of the random part (:func:`~tnbayes.tensors.random_cpd`).
     dtype : torch.dtype
+        Of the cores (complex for complex features).
     device : torch.device or str
+        Of the cores.
 
     Returns
     -------
@@ -123,12 +138,11 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
                         device=device)
     real = torch.empty((), dtype=dtype).real.dtype
     floor = 0.5 * math.log(torch.finfo(real).tiny)  # log √tiny
-    modes = features.num_modes
     sums = [torch.zeros(size, dtype=dtype, device=device) for size in features.mode_sizes]
     counts = torch.zeros(2, dtype=torch.float64, device=device)  # rows, rows whose products vanish
     for X in chunks:
         log_products = torch.zeros(features.num_components, X.shape[0], rank, dtype=torch.float64, device=device)
-        for mode in range(modes):
+        for mode in range(features.num_modes):
             phi = features.mode_features(X, mode).to(dtype)  # (P, n, M_k)
             # the products in log scale, which does not underflow
             log_products += (phi @ random[mode]).abs().to(torch.float64).log()
@@ -139,8 +153,6 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
     share = float(counts[1] / counts[0])
     if not share > VANISHING_SHARE:
         return random, CoreStart("random", share)
-    directions = []
-    for mode in range(modes):
-        mean = all_reduce_sum(sums[mode], distributed).conj()
-        directions.append(mean / max(float(torch.linalg.vector_norm(mean)), torch.finfo(real).tiny))
+    means = all_reduce_sum(torch.cat(sums), distributed).conj().split(list(features.mode_sizes))  # one reduction
+    directions = [mean / max(float(torch.linalg.vector_norm(mean)), torch.finfo(real).tiny) for mean in means]
     return aligned_cores(directions, rank, seed=seed, dtype=dtype, device=device), CoreStart("mean feature", share)
