@@ -84,8 +84,8 @@ def aligned_cores(directions: Sequence[torch.Tensor], rank: int, *, seed: int, d
     Parameters
     ----------
     directions : sequence of K tensors of shape (M_k,)
-        One vector per mode (e.g. the conjugated mean feature over the rows, over the root of the rows' mean squared
-        feature norm, so that its projections are about 1).
+        One vector per mode: the conjugated mean feature over the rows, scaled to unit norm (:func:`initial_cores`)
+        or over the root of the rows' mean squared feature norm (``FLModel``).
     rank : int
         R.
     seed : int
