@@ -9,7 +9,7 @@ import torch
 from tnbayes.basis import FourierPolynomialFeatures, TensorProductFeatures
 from tnbayes.data import StreamedRows
 from tnbayes.inference import CPDALS
-from tnbayes.inference.als_start import VANISHING_SHARE, aligned_cores
+from tnbayes.inference.als_start import INITIAL_PERTURBATION, aligned_cores
 from tnbayes.tensors import random_cpd
 from tests.cpd_problems import FourierFeatures, cpd_data, hilbert_features
 
@@ -24,11 +24,13 @@ class ScaledRows(TensorProductFeatures):
         return (torch.stack([torch.ones_like(X[:, 1]), torch.cos(X[:, 1] + mode)], dim=1) * X[:, :1]).unsqueeze(0)
 
 
-def _scaled_rows(small_share: float, n: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows with x₀ = 1, and a ``small_share`` of them with x₀ = 0.01 (products about 10⁻⁴⁰ at 20 modes)."""
+def _scaled_rows(below: int, between: int, n: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows with x₀ = 1 (products about 10⁻⁶ at 20 modes), ``below`` rows with x₀ = 0.01 (about 10⁻⁴⁶: below the
+    smallest normal float32, 1.2·10⁻³⁸) and ``between`` rows with x₀ = 0.1 (about 10⁻²⁶: above it, below its root)."""
     generator = torch.Generator().manual_seed(1)
     X = torch.ones(n, 2, dtype=torch.float32)
-    X[: int(small_share * n), 0] = 0.01
+    X[:below, 0] = 0.01
+    X[below:below + between, 0] = 0.1
     X[:, 1] = torch.rand(n, generator=generator)
     return X, torch.randn(n, generator=generator).to(torch.float32)
 
@@ -51,22 +53,26 @@ def test_the_random_start_is_kept_where_its_products_do_not_vanish():
     assert all(torch.equal(a, b) for a, b in zip(engine.factors, drawn))
 
 
-@pytest.mark.parametrize("small_share", [0.4, 0.7])
-def test_the_vanishing_share_counts_the_rows_whose_float64_products_fall_below_the_square_root_of_tiny(small_share):
-    """Rows built to lie on both sides of √tiny in float32: the share is that of a dense float64 computation of every
-    row's largest product, and only above one half does the start change."""
+@pytest.mark.parametrize("below, between, expected", [(90, 60, "random"), (100, 60, "random"),
+                                                      (102, 0, "mean feature"), (140, 30, "mean feature")])
+def test_the_vanishing_share_counts_the_rows_whose_products_fall_below_the_smallest_normal_number(below, between,
+                                                                                                  expected):
+    """Rows built to lie on each side of the smallest normal float32 and between it and its square root: the share
+    is that of a dense float64 computation of every row's largest product below the smallest normal number (rows
+    between it and its root do not count), and only a share above one half (not equal to it) changes the start."""
     features = ScaledRows(20)
-    X, y = _scaled_rows(small_share)
+    X, y = _scaled_rows(below, between)
     engine = CPDALS(features, X, y, 3, 1.0, seed=0, chunk_size=64)
     drawn = random_cpd(features.mode_sizes, 3, generator=torch.Generator().manual_seed(0))
     products = torch.ones(X.shape[0], 3, dtype=torch.float64)
     for mode in range(features.num_modes):
         products *= features.mode_features(X.double(), mode)[0] @ drawn[mode]
-    below = products.abs().amax(dim=1) < math.sqrt(torch.finfo(torch.float32).tiny)
-    assert 0 < float(below.double().mean()) < 1
-    assert engine.start.vanishing_share == pytest.approx(float(below.double().mean()), abs=1e-12)
-    assert engine.start.kind == ("mean feature" if engine.start.vanishing_share > VANISHING_SHARE else "random")
-    assert engine.start.kind == ("random" if small_share < 0.5 else "mean feature")
+    largest = products.abs().amax(dim=1)
+    tiny = torch.finfo(torch.float32).tiny
+    assert int((largest < tiny).sum()) == below
+    assert int(((largest >= tiny) & (largest < math.sqrt(tiny))).sum()) == between
+    assert engine.start.vanishing_share == below / X.shape[0]
+    assert engine.start.kind == expected
 
 
 def test_where_the_random_products_vanish_als_starts_from_the_mean_features():
@@ -92,6 +98,10 @@ def test_where_the_random_products_vanish_als_starts_from_the_mean_features():
         assert engine.start.kind == "mean feature"
         for core, expected in zip(engine.factors, reference):
             torch.testing.assert_close(core.to(torch.complex128), expected, rtol=1e-5, atol=1e-6)
+    # each core: the direction in every column plus 0.3·√R times a unit-norm random_cpd core of the same seed
+    noise = random_cpd(features.mode_sizes, 4, generator=torch.Generator().manual_seed(0), dtype=torch.complex128)
+    for core, direction, random_part in zip(reference, directions, noise):
+        torch.testing.assert_close(core, direction.unsqueeze(1) + INITIAL_PERTURBATION * 2.0 * random_part)
     assert abs(engine.history[0] - yy) > 1e-3 * yy
     engine.run(3)
     assert engine.history[-1] < yy
@@ -109,11 +119,11 @@ def test_a_streamed_source_starts_as_the_same_rows_in_memory():
 
 def test_the_mean_feature_of_weighted_components_is_their_weighted_mean():
     """Two complex components (periods 1.5 and 4) with weights 0.25 and 1: each mode starts along the unit mean of
-    0.25·φ¹ + φ² (dense, float64). 100 modes of 8 Fourier features vanish in float32 from the random draw."""
+    0.25·φ¹ + φ² (dense, float64). 250 modes of 8 Fourier features vanish in float32 from the random draw."""
     generator = torch.Generator().manual_seed(2)
-    X = torch.rand(150, 100, generator=generator)
+    X = torch.rand(150, 250, generator=generator)
     y = torch.randn(150, generator=generator)
-    features = FourierFeatures(100, 8, [1.5, 4.0])
+    features = FourierFeatures(250, 8, [1.5, 4.0])
     weights = torch.tensor([0.25, 1.0])
     engine = CPDALS(features, X, y, 2, 0.1, component_weights=weights, seed=5)
     assert engine.start.kind == "mean feature"

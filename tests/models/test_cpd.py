@@ -234,7 +234,8 @@ def test_a_given_penalty_far_too_large_for_the_given_noise_warns_that_the_fit_pr
         model = tnbayes.CPDKernelMachine(rank=2, max_sweeps=5, penalty=1e8, noise_variance=1e-3).fit(X, y)
     assert model.score(X, y) < 0.01
     assert any("predicts about the mean" in line for line in model.fit_report_)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         assert tnbayes.CPDKernelMachine(rank=2, max_sweeps=5, penalty=1e-3, noise_variance=1e-3).fit(X, y).score(
             X, y) > 0.5
+    assert not any("predicts about the mean" in str(w.message) for w in caught)

@@ -4,10 +4,11 @@ the random draw's products would vanish (the *inference* axis).
 ALS (:class:`~tnbayes.inference.CPDALS`) starts from random cores of unit Frobenius norm. A row's prediction is a sum
 of products of K per-mode projections ``φ_k(x)ᵀ w_k``; for a random unit column each projection is about
 ``‖φ_k(x)‖/√M_k``, so the product shrinks geometrically with K. The normal equations of a core hold the squares of the
-other modes' products: where they fall below the smallest normal number of the dtype (the product below its square
-root), a row adds nothing, and where that holds for every row the first core update sees no data and ALS stays at
-W = 0 — a fit of the mean, with many modes (QTKM has four per input) and sooner in float32. A common scale of the
-cores does not help: it multiplies the penalty's Gram matrices by the same power that the products gain.
+other modes' products: where the products fall below the smallest normal number of the dtype, a row adds nothing,
+and where that holds for every row the first core update sees no data and ALS stays at W = 0 — a fit of the mean,
+with many modes (QTKM has four per input) and sooner in float32. (Between that number and its square root, where the
+squares underflow, ALS still fits from the upper tail of the rows.) A common scale of the cores does not help: it
+multiplies the penalty's Gram matrices by the same power that the products gain.
 
 :func:`initial_cores` therefore checks the random draw first, in one pass over the rows (products summed in log
 scale, which does not underflow): where its products vanish on more than :data:`VANISHING_SHARE` of the rows, the
@@ -38,7 +39,7 @@ __all__ = ["INITIAL_PERTURBATION", "VANISHING_SHARE", "CoreStart", "aligned_core
 #: size of the random part of each column of cores that start from the mean feature (relative to it)
 INITIAL_PERTURBATION = 0.3
 #: the random start is replaced where more than this share of the rows has every product (over ranks and
-#: components) below the square root of the dtype's smallest normal number
+#: components) below the dtype's smallest normal number
 VANISHING_SHARE = 0.5
 
 
@@ -51,8 +52,8 @@ class CoreStart:
     kind : {"random", "mean feature", "given"}
         The seeded random draw, the mean features (:func:`aligned_cores`), or cores the caller passed.
     vanishing_share : float
-        Share of the rows on which every product of the random draw fell below √tiny of the dtype (NaN when the
-        caller passed the cores).
+        Share of the rows on which every product of the random draw fell below the dtype's smallest normal number
+        (NaN when the caller passed the cores).
     """
 
     kind: str
@@ -72,8 +73,8 @@ class CoreStart:
         """
         if self.kind != "mean feature":
             return f"ALS started from {'the given' if self.kind == 'given' else 'random'} cores"
-        return (f"ALS started from each mode's mean feature: the random start's products vanished (below √tiny of "
-                f"{str(dtype).replace('torch.', '')}) on {self.vanishing_share:.0%} of the rows")
+        return (f"ALS started from each mode's mean feature: the random start's products vanished (below the "
+                f"smallest normal {str(dtype).replace('torch.', '')}) on {self.vanishing_share:.0%} of the rows")
 
 
 def aligned_cores(directions: Sequence[torch.Tensor], rank: int, *, seed: int, dtype: torch.dtype,
@@ -137,7 +138,7 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
     random = random_cpd(features.mode_sizes, rank, generator=torch.Generator().manual_seed(int(seed)), dtype=dtype,
                         device=device)
     real = torch.empty((), dtype=dtype).real.dtype
-    floor = 0.5 * math.log(torch.finfo(real).tiny)  # log √tiny
+    floor = math.log(torch.finfo(real).tiny)
     sums = [torch.zeros(size, dtype=dtype, device=device) for size in features.mode_sizes]
     counts = torch.zeros(2, dtype=torch.float64, device=device)  # rows, rows whose products vanish
     for X in chunks:
@@ -148,7 +149,7 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
             log_products += (phi @ random[mode]).abs().to(torch.float64).log()
             sums[mode] += torch.einsum("p,pnm->m", weights.to(dtype), phi)
         counts[0] += X.shape[0]
-        counts[1] += float((log_products.amax(dim=(0, 2)) < floor).sum())
+        counts[1] += (log_products.amax(dim=(0, 2)) < floor).sum()  # on the device: no synchronisation per chunk
     all_reduce_sum(counts, distributed)
     share = float(counts[1] / counts[0])
     if not share > VANISHING_SHARE:
