@@ -252,9 +252,9 @@ class CPDALS(InputGroupingMixin):
                                    and len(self._group_of_mode) < features.num_modes)
 
         if factors is None:  # seeded random cores, unless their products vanish (see tnbayes.inference.als_start)
-            chunks = (source[rows] for source, rows, _ in self._data_chunks())
-            factors, self.start = initial_cores(self.active_features, self.active_weights, chunks, self.rank,
-                                                seed=int(seed), dtype=self.dtype, device=self.device,
+            factors, self.start = initial_cores(self.active_features, self.active_weights,
+                                                lambda: (source[rows] for source, rows, _ in self._data_chunks()),
+                                                self.rank, seed=int(seed), dtype=self.dtype, device=self.device,
                                                 distributed=self.distributed)
         else:
             self.start = CoreStart("given")

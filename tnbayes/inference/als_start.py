@@ -16,7 +16,8 @@ cores start instead from each mode's mean feature scaled to unit norm, plus a ra
 ``FLModel`` starts where its normalised features would otherwise start at W = 0). A unit vector along the mean
 feature projects the features at about their own size, against about 1/√M_k of it for a random one, so the
 products stay representable over many more modes. Everywhere else the random draw is kept, so the fits it served do not
-change. The check costs one pass over the rows per engine (for a streamed source, one more read of it).
+change. The check costs one pass over the rows per engine (for a streamed source, one more read of it), and a
+second one where it replaces the start.
 
 The feature maps of the CPD models have a nonzero mean feature in every mode (the constant Fourier frequency, the
 positive first Hilbert function); a mode whose mean feature is zero would start from its random part alone.
@@ -25,7 +26,7 @@ positive first Hilbert function); a mode whose mean feature is zero would start 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -107,8 +108,8 @@ def aligned_cores(directions: Sequence[torch.Tensor], rank: int, *, seed: int, d
             for mode, (direction, size) in enumerate(zip(directions, sizes))]
 
 
-def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks: Iterable[torch.Tensor], rank: int,
-                  *, seed: int, dtype: torch.dtype, device: torch.device | str,
+def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks: Callable[[], Iterable[torch.Tensor]],
+                  rank: int, *, seed: int, dtype: torch.dtype, device: torch.device | str,
                   distributed: bool = False) -> tuple[list[torch.Tensor], CoreStart]:
     """The seeded random cores, or where their products vanish on most rows the cores of :func:`aligned_cores` from
     the mean features.
@@ -119,8 +120,9 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
         The (active) feature map, P components.
     weights : torch.Tensor of shape (P,)
         The components' coefficients c_p (the mean feature of a mode is that of Σ_p c_p φ^p_k).
-    chunks : iterable of torch.Tensor of shape (n_i, D)
-        This process's training rows, in chunks (one pass).
+    chunks : callable
+        Returns a new pass over this process's training rows: an iterable of torch.Tensor of shape (n_i, D). Called
+        once, and once more only where the random start is replaced (for the mean features).
     rank : int
     seed : int
     dtype : torch.dtype
@@ -137,23 +139,23 @@ def initial_cores(features: TensorProductFeatures, weights: torch.Tensor, chunks
     """
     random = random_cpd(features.mode_sizes, rank, generator=torch.Generator().manual_seed(int(seed)), dtype=dtype,
                         device=device)
-    real = torch.empty((), dtype=dtype).real.dtype
-    floor = math.log(torch.finfo(real).tiny)
-    sums = [torch.zeros(size, dtype=dtype, device=device) for size in features.mode_sizes]
+    tiny = torch.finfo(dtype).tiny  # of the real part for a complex dtype
     counts = torch.zeros(2, dtype=torch.float64, device=device)  # rows, rows whose products vanish
-    for X in chunks:
+    for X in chunks():
         log_products = torch.zeros(features.num_components, X.shape[0], rank, dtype=torch.float64, device=device)
-        for mode in range(features.num_modes):
-            phi = features.mode_features(X, mode).to(dtype)  # (P, n, M_k)
-            # the products in log scale, which does not underflow
-            log_products += (phi @ random[mode]).abs().to(torch.float64).log()
-            sums[mode] += torch.einsum("p,pnm->m", weights.to(dtype), phi)
+        for mode in range(features.num_modes):  # the products in log scale, which does not underflow
+            log_products += (features.mode_features(X, mode).to(dtype) @ random[mode]).abs().to(torch.float64).log()
         counts[0] += X.shape[0]
-        counts[1] += (log_products.amax(dim=(0, 2)) < floor).sum()  # on the device: no synchronisation per chunk
+        counts[1] += (log_products.amax(dim=(0, 2)) < math.log(tiny)).sum()  # on the device: no sync per chunk
     all_reduce_sum(counts, distributed)
     share = float(counts[1] / counts[0])
     if not share > VANISHING_SHARE:
         return random, CoreStart("random", share)
-    means = all_reduce_sum(torch.cat(sums), distributed).conj().split(list(features.mode_sizes))  # one reduction
-    directions = [mean / max(float(torch.linalg.vector_norm(mean)), torch.finfo(real).tiny) for mean in means]
+    weights = weights.to(dtype)
+    sums = torch.zeros(sum(features.mode_sizes), dtype=dtype, device=device)  # Σ over rows of Σ_p c_p φ^p_k, all k
+    for X in chunks():
+        sums += torch.cat([torch.einsum("p,pnm->m", weights, features.mode_features(X, mode).to(dtype))
+                           for mode in range(features.num_modes)])
+    means = all_reduce_sum(sums, distributed).conj().split(list(features.mode_sizes))  # one reduction
+    directions = [mean / max(float(torch.linalg.vector_norm(mean)), tiny) for mean in means]
     return aligned_cores(directions, rank, seed=seed, dtype=dtype, device=device), CoreStart("mean feature", share)
