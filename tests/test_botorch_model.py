@@ -106,6 +106,25 @@ def test_log_ei_with_optimize_acqf_returns_candidates_in_the_box(fitted):
     assert bool(((candidate >= BOUNDS[0]) & (candidate <= BOUNDS[1])).all())
 
 
+def test_joint_samples_where_the_posterior_covariance_is_singular(fitted):
+    """A joint latent posterior over more points than the model has features, or over a repeated point, is singular
+    (rank at most the number of features; ExactGP's up to rounding): qNEI draws from such joints over its baseline and
+    candidates. The adapter's covariance is lazy, so GPyTorch factorises it with jitter instead of failing."""
+    model, X, _ = fitted
+    rng = np.random.default_rng(1)
+    Xq = torch.tensor(np.vstack([X[:10], X[:2], rng.uniform(0.1, 0.9, size=(60, 2))]))
+    covariance = model.posterior(Xq.numpy(), observation_noise=False, full_covariance=True).covariance
+    with pytest.raises(torch.linalg.LinAlgError):  # the dense factorisation the adapter used to do eagerly
+        torch.linalg.cholesky(covariance)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # linear_operator's NumericalWarning about the jitter it added
+        samples = model.to_botorch().posterior(Xq).rsample(torch.Size([2000]))
+    assert samples.shape == (2000, 72, 1) and bool(torch.isfinite(samples).all())
+    torch.testing.assert_close(samples[:, 10], samples[:, 0], rtol=0, atol=1e-3)  # X[0] repeated: the same draw
+    sd = covariance.diagonal().clamp_min(0).sqrt()
+    torch.testing.assert_close(samples[..., 0].std(0), sd, rtol=0.1, atol=1e-3)
+
+
 def test_q_log_noisy_ei_batch_of_two(fitted):
     model, X, _ = fitted
     acquisition = qLogNoisyExpectedImprovement(model.to_botorch(), X_baseline=torch.tensor(X[:10]),

@@ -19,6 +19,7 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
+from linear_operator import to_linear_operator
 
 from tnbayes.models.base import BaseModel
 
@@ -37,7 +38,9 @@ class BoTorchModel(Model):
     -----
     ``posterior(X)`` is joint over the q points of each batch: the full latent covariance of the model (HilbertGP's
     weight posterior, the Laplace covariance of the CPD models, the Kalman covariance, the exact GP's). Batches
-    with q = 1 are computed in one call with marginal variances.
+    with q = 1 are computed in one call with marginal variances. The covariance is a lazy ``LinearOperator``, as in
+    GPyTorch's own posteriors: a joint over more points than the model has features (or over a repeated point) is
+    singular, and GPyTorch adds jitter when it factorises it for samples (with a ``NumericalWarning``).
 
     ``condition_on_observations(X, Y)`` returns a new adapter around a conditioned copy where the model has a cheap
     update, hyper-parameters kept (HilbertGP: a rank-k update of its Bayesian-linear-regression weight posterior;
@@ -126,7 +129,10 @@ class BoTorchModel(Model):
         scale, shift = model.y_scaler_.scale_, model.y_scaler_.shift_
         mean = (shift + scale * mean).to(X.dtype)
         covariance = (scale**2 * covariance).to(X.dtype)
-        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
+        # Lazy covariance: GPyTorch factorises it on demand with added jitter where needed. A joint latent posterior
+        # over more points than the model has features (or over repeated points) is singular, and the eager Cholesky
+        # of a dense MultivariateNormal fails on it.
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, to_linear_operator(covariance)))
         return posterior if posterior_transform is None else posterior_transform(posterior)
 
     def condition_on_observations(self, X: torch.Tensor, Y: torch.Tensor, **kwargs: Any) -> "BoTorchModel":
