@@ -59,6 +59,14 @@ def _gpytorch_defaults_unless_botorch(request):
     _set_gpytorch_settings(before)
 
 
+@pytest.fixture(autouse=True)
+def _seeded_torch():
+    """Each test starts from torch's seed 0, so a test that draws from torch's global generator (BoTorch's random
+    restarts in optimize_acqf, ``torch.rand`` in a test) draws the same numbers whatever ran before it on its
+    pytest-xdist worker: a failure reproduces with the test alone."""
+    torch.manual_seed(0)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _shared_data_dir():
     """Every test sees the shared data directory unless a test overrides TNBAYES_DATA_DIR."""
