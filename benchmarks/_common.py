@@ -100,6 +100,20 @@ def header(title: str, protocol: str) -> str:
             f"- protocol: {protocol}\n\n")
 
 
+def fit_cost_constants(cases: list[dict], names: list[str], factor: float = 1.0) -> dict[str, float]:
+    """Non-negative constants of a linear cost model minimising the relative error of the measured seconds per row
+    (scipy's nnls), for the features ``case["features"]`` (a dict over ``names``) times ``factor`` and the seconds
+    ``case["measured"]`` of each case; three significant digits."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    features = np.array([[c["features"][name] * factor for name in names] for c in cases])
+    measured = np.array([c["measured"] for c in cases])
+    scale = np.maximum(features.max(axis=0), 1e-300)
+    solution, _ = nnls(features / scale / measured[:, None], np.ones(len(cases)))
+    return {name: float(f"{value / s:.3g}") for name, value, s in zip(names, solution, scale)}
+
+
 def write_comparison(result, entry: str, variant: str = "") -> dict[str, str]:
     """Write a :class:`tnbayes.compare.ComparisonResult` beside the entry's table: ``<stem>_runs.csv`` and
     ``<stem>_summary.{csv,json,md}`` (stem = ``<entry>[_<variant>]``); returns kind -> path."""

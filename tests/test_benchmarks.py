@@ -55,6 +55,34 @@ def test_entry_smoke_run(name, tmp_path, monkeypatch):
     assert any("|---" in path.read_text() for path in written), f"{name} wrote no table"
 
 
+@pytest.mark.slow
+def test_tt_kalman_cost_fit_smoke_run(tmp_path, monkeypatch):
+    """``tt_kalman_cost --fit`` (the time budget's TTKalmanGP constants) measures the model and prints the fit."""
+    results = tmp_path / "results"
+    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(results))
+    run_entry("tt_kalman_cost", ["--fit", "--dims", "2", "--num-basis", "4", "--ranks", "3", "--batches", "4", "8",
+                                 "--rows", "24", "--warm-rows", "8", "--variant", "fit"])
+    text = (results / "tt_kalman_cost" / "tt_kalman_cost_fit.md").read_text()
+    assert "## TT_KALMAN_COST, fitted to these rows" in text and '"core_per_batch":' in text
+    assert text.count("\n| 2 | 4 | 3 |") == 2  # one row per batch size
+
+
+def test_cost_constants_are_a_non_negative_relative_least_squares_fit():
+    """``fit_cost_constants`` against the closed form: with as many cases as features and exact linear seconds it
+    recovers the constants (to its three digits); a feature that only adds error gets 0, not a negative value."""
+    from benchmarks._common import fit_cost_constants
+
+    true = {"a": 2.0e-3, "b": 5.0e-9}
+    cases = [{"features": {"a": float(a), "b": float(b), "c": float(c)}} for a, b, c in
+             ((1, 1e5, 3), (2, 4e5, 1), (4, 1e6, 2), (8, 3e6, 5))]
+    for case in cases:
+        case["measured"] = sum(true[name] * case["features"][name] for name in true)
+    fitted = fit_cost_constants(cases, ["a", "b"])
+    assert fitted == pytest.approx(true, rel=1e-2)
+    noisy = [dict(case, measured=case["measured"] * (1.0 + 0.05 * (-1) ** i)) for i, case in enumerate(cases)]
+    assert min(fit_cost_constants(noisy, ["a", "b", "c"]).values()) >= 0.0
+
+
 def test_compare_runs_a_benchmark_protocol(tmp_path):
     """What the paper entries take from ``tnbayes.compare``: their own splits (``load``), factories that see the
     split and the models fitted before them, no posterior (``predictive=False``), their own metric columns and a

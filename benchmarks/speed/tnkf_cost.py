@@ -24,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-from benchmarks._common import header, output_path
+from benchmarks._common import fit_cost_constants, header, output_path
 from tnbayes import TNKF
 from tnbayes.inference.budget import TNKF_RANK_LADDER
 from tnbayes.inference.kalman import Truncation
@@ -57,18 +57,6 @@ def _measure(X: np.ndarray, y: np.ndarray, caps: tuple[int, int], block_size: in
     shape = list(model.tt_shape_)
     return {"shape": shape, "row_ranks": row_ranks, "measured": (seconds[1] - seconds[0]) / (rows - warm_rows),
             "predicted": tnkf_seconds_per_row(shape, caps[0], caps[1], caps[1], row_ranks, None, block_size)}
-
-
-def _fit_constants(cases: list[dict], names: list[str], factor: float = 1.0) -> dict[str, float]:
-    """Non-negative constants minimising the relative error of the measured seconds per row (scipy's nnls) for the
-    features ``case["features"]`` times ``factor``."""
-    from scipy.optimize import nnls
-
-    features = np.array([[c["features"][name] * factor for name in names] for c in cases])
-    measured = np.array([c["measured"] for c in cases])
-    scale = np.maximum(features.max(axis=0), 1e-300)
-    solution, _ = nnls(features / scale / measured[:, None], np.ones(len(cases)))
-    return {name: float(f"{value / s:.3g}") for name, value, s in zip(names, solution, scale)}
 
 
 def main(argv: list[str]) -> int:
@@ -104,7 +92,7 @@ def main(argv: list[str]) -> int:
         for block_size in sorted({c["block_size"] for c in cases}):
             group = [c for c in cases if c["block_size"] == block_size]
             names = list(TNKF_COST if block_size == 1 else TNKF_BLOCK_COST)
-            fitted[block_size] = _fit_constants(group, names, tnkf_block_cost_factor(block_size))
+            fitted[block_size] = fit_cost_constants(group, names, tnkf_block_cost_factor(block_size))
     lines = ["| N | TT modes | caps (covariance/gain) | rows per update | measured ms/row | predicted ms/row | "
              "predicted / measured |" + (" refitted ms/row | refitted / measured |" if fitted else ""),
              "|---|---|---|---|---|---|---|" + ("---|---|" if fitted else "")]

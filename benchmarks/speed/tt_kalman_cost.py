@@ -6,8 +6,18 @@ Synthetic inputs uniform in [−1, 1]^D, y = sin(2x₁)·cos(x_D) + 0.1 ε; SE k
 rank of the correction C. Next to it, where the M^D × M^D covariance fits (M^D ≤ 4096), a dense square-root
 Kalman filter over the same weights (the same batch update, dense matrices), timed in the same process.
 
+``--fit`` measures the model instead, for the time budget's cost model: ``TTKalmanGP`` with those hyper-parameters
+given, ``time_budget=None``, ``smoothing="none"`` and each combination of ``--dims`` × ``--num-basis`` ×
+``--ranks`` × ``--batches`` (defaults: D ∈ {4, 8, 16, 32}, M ∈ {8, 12}, ranks 10 and 6, batches of 4, 8 and 16),
+fitted twice, over ``--warm-rows`` and over ``--rows`` rows; seconds per row = the difference of the two filters'
+seconds over the difference of the rows (the first rows, while the ranks grow to their caps, are not counted). It
+prints the prediction of :func:`tnbayes.inference.budget.tt_kalman_seconds_per_row`, the non-negative least-squares
+fit of ``TT_KALMAN_COST`` to the relative error, and the predictions the fitted constants give; the committed
+constants are those of the committed run.
+
     python -m benchmarks tt_kalman_cost                          # D ∈ {2, 4, 6, 8}, ranks 5, 10, 20
     python -m benchmarks tt_kalman_cost --dims 2 4 --ranks 5 --rows 32
+    python -m benchmarks tt_kalman_cost --fit                    # the cost model's constants
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ import time
 import numpy as np
 import torch
 
-from benchmarks._common import header, output_path
+from benchmarks._common import fit_cost_constants, header, output_path
+from tnbayes import TTKalmanGP
 from tnbayes.basis import HilbertBasis
+from tnbayes.inference.budget import TT_KALMAN_COST, tt_kalman_row_features, tt_kalman_seconds_per_row
 from tnbayes.inference.kalman import kalman_batch_update
 from tnbayes.tensors.tt import TTVector
 
@@ -77,16 +89,78 @@ def _dense_seconds_per_row(D: int, M: int, rows: int) -> float:
     return statistics.median(times)
 
 
+def _model_seconds_per_row(D: int, M: int, rank: int, batch: int, rows: int, warm_rows: int) -> float:
+    """TTKalmanGP's filter seconds per row over rows ``warm_rows`` to ``rows`` (two fits of the same stream)."""
+    X, y, _, _ = _problem(D, M, rows)
+    seconds = []
+    for streamed in (warm_rows, rows):
+        model = TTKalmanGP(num_basis=M, max_rank=rank, batch_size=batch, lengthscale=LENGTHSCALE,
+                           outputscale=OUTPUTSCALE, noise_variance=NOISE, time_budget=None, smoothing="none",
+                           max_rows=streamed, normalize_y=False).fit(X.numpy(), y.numpy())
+        seconds.append(model.seconds_per_row_ * model.rows_used_)
+    return (seconds[1] - seconds[0]) / (rows - warm_rows)
+
+
+def _fit_cost_model(args: argparse.Namespace) -> str:
+    """The ``--fit`` run: measured against predicted seconds per row, the fitted constants; returns the markdown."""
+    cases = []
+    for D in args.dims:
+        for M in args.num_basis:
+            for rank in args.ranks:
+                for batch in args.batches:
+                    start = time.perf_counter()
+                    measured = _model_seconds_per_row(D, M, rank, batch, args.rows, args.warm_rows)
+                    cases.append({"D": D, "M": M, "rank": rank, "batch": batch, "measured": measured,
+                                  "predicted": tt_kalman_seconds_per_row(D, M, rank, batch),
+                                  "features": tt_kalman_row_features(D, M, rank, batch)})
+                    print(f"D={D} M={M} rank {rank} B={batch}: {measured * 1e3:.2f} ms/row, predicted "
+                          f"{cases[-1]['predicted'] * 1e3:.2f} ({time.perf_counter() - start:.0f} s)", flush=True)
+    fitted = fit_cost_constants(cases, list(TT_KALMAN_COST))
+    lines = ["| D | M | rank cap | rows per update | measured ms/row | predicted ms/row | predicted / measured | "
+             "refitted ms/row | refitted / measured |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        c["refit"] = sum(fitted[name] * value for name, value in c["features"].items())
+        lines.append(f"| {c['D']} | {c['M']} | {c['rank']} | {c['batch']} | {c['measured'] * 1e3:.2f} | "
+                     f"{c['predicted'] * 1e3:.2f} | {c['predicted'] / c['measured']:.2f} | {c['refit'] * 1e3:.2f} | "
+                     f"{c['refit'] / c['measured']:.2f} |")
+    protocol = (f"see the module docstring of benchmarks/speed/tt_kalman_cost.py (--fit); TTKalmanGP with given "
+                f"hyper-parameters, no budget, no smoothing; seconds per row over rows {args.warm_rows}–{args.rows}; "
+                "one torch thread; float64")
+    ratios = [c["refit"] / c["measured"] for c in cases]
+    predicted = [c["predicted"] / c["measured"] for c in cases]
+    return (header("TTKalmanGP seconds per row against the budget's cost model", protocol) + "\n".join(lines) +
+            f"\n\nPredicted / measured (the constants in use): median {np.median(predicted):.2f}, range "
+            f"{min(predicted):.2f}–{max(predicted):.2f}.\n\n## TT_KALMAN_COST, fitted to these rows\n\n```python\n" +
+            "\n".join(f'"{k}": {v:.3g},' for k, v in fitted.items()) + "\n```\n\n" +
+            f"Refitted / measured: median {np.median(ratios):.2f}, range {min(ratios):.2f}–{max(ratios):.2f}.\n")
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks tt_kalman_cost")
-    parser.add_argument("--dims", nargs="+", type=int, default=[2, 4, 6, 8])
-    parser.add_argument("--ranks", nargs="+", type=int, default=[5, 10, 20])
-    parser.add_argument("--num-basis", type=int, default=8)
-    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--dims", nargs="+", type=int, default=None,
+                        help="default 2 4 6 8 (with --fit: 4 8 16 32)")
+    parser.add_argument("--ranks", nargs="+", type=int, default=None, help="default 5 10 20 (with --fit: 10 6)")
+    parser.add_argument("--num-basis", nargs="+", type=int, default=None,
+                        help="M; default 8 (with --fit: 8 12); without --fit only the first is used")
+    parser.add_argument("--batches", nargs="+", type=int, default=[4, 8, 16], help="rows per update (--fit only)")
+    parser.add_argument("--rows", type=int, default=None, help="default 64 (with --fit: 160)")
+    parser.add_argument("--warm-rows", type=int, default=64, help="rows not counted (--fit only)")
+    parser.add_argument("--fit", action="store_true", help="measure TTKalmanGP and fit TT_KALMAN_COST")
+    parser.add_argument("--variant", default=None)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    M = args.num_basis
+    if args.fit:
+        args.dims, args.ranks = args.dims or [4, 8, 16, 32], args.ranks or [10, 6]
+        args.num_basis, args.rows = args.num_basis or [8, 12], args.rows or 160
+        if args.rows <= args.warm_rows:
+            parser.error(f"--rows ({args.rows}) must exceed --warm-rows ({args.warm_rows}).")
+        text = _fit_cost_model(args)
+        output_path("tt_kalman_cost", ".md", args.variant or "").write_text(text)
+        print(text)
+        return 0
+    args.dims, args.ranks, args.rows = args.dims or [2, 4, 6, 8], args.ranks or [5, 10, 20], args.rows or 64
+    M = (args.num_basis or [8])[0]
     lines = ["| D | M^D weights | rank cap | largest rank of C | TT s / row | dense s / row | TT / dense |",
              "|---|---|---|---|---|---|---|"]
     protocol = (f"synthetic, M = {M}, batches of {BATCH}, {args.rows} rows after a warm-up batch, median seconds per "
@@ -100,6 +174,6 @@ def main(argv: list[str]) -> int:
                          f"{f'{dense:.4f}' if dense else '— (does not fit)'} | {ratio} |")
             print(lines[-1], flush=True)
             text = header("Primal TT Kalman filter: cost per data point", protocol) + "\n".join(lines) + "\n"
-            output_path("tt_kalman_cost", ".md").write_text(text)
+            output_path("tt_kalman_cost", ".md", args.variant or "").write_text(text)
     print(text)
     return 0

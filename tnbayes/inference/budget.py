@@ -22,9 +22,10 @@ every row in the state at the lower caps was the better trade (docs/benchmarks.m
 
 **Cost models.** The seconds per row are linear in a few features of the settings, with non-negative constants
 (``TNKF_COST``, ``TT_KALMAN_COST``) fitted to the relative error of seconds per row measured on the development
-machine (2 shared cores, one torch thread, float64) and scaled by the median speed of that machine during the
-measurements; under a heavier load a fit takes longer than predicted, on a faster machine shorter. The filters'
-streams are held to the budget by a deadline (:mod:`tnbayes.inference.stream_deadline`).
+machine (2 shared cores, one torch thread, float64; ``python -m benchmarks tnkf_cost --blocks 1 --fit`` and
+``python -m benchmarks tt_kalman_cost --fit``); on a slower or busier machine a fit takes longer than predicted, on a
+faster one shorter. The filters' streams are held to the budget by a deadline
+(:mod:`tnbayes.inference.stream_deadline`).
 
 * TNKF: the row update's dense contractions, TT-SVDs and Gram rounding of the root, and the block update's
   products and roundings of TTs; see :mod:`tnbayes.inference.tnkf_cost`.
@@ -133,13 +134,14 @@ SMOOTHING_BUDGET_SHARE = 0.5
 #: sweeps the budget plans the smoothing for (the smoothing runs at least these, more while the budget lasts)
 TT_SMOOTHING_PLANNED_SWEEPS = 3
 
-#: seconds per unit of each TTKalmanGP feature (:func:`tt_kalman_row_features`)
+#: seconds per unit of each TTKalmanGP feature (:func:`tt_kalman_row_features`), from ``python -m benchmarks
+#: tt_kalman_cost --fit``
 TT_KALMAN_COST: dict[str, float] = {
-    "core": 4.14e-4,
-    "core_per_batch": 2.85e-3,
-    "batch_contraction": 3.90e-8,
-    "rank_product": 3.21e-5,
-    "matrix_core_entry": 1.10e-7,
+    "core": 3.76e-4,
+    "core_per_batch": 9.86e-4,
+    "batch_contraction": 6.71e-9,
+    "rank_product": 4.9e-6,
+    "matrix_core_entry": 2.16e-7,
 }
 
 

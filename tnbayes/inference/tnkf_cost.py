@@ -3,13 +3,12 @@
 Two updates, two models, each linear in a few features of the settings with non-negative constants fitted to the
 relative error of seconds per row measured on the development machine (2 cores, one torch thread, float64):
 
-* **Row by row** (:func:`tnkf_row_features`, :data:`TNKF_COST`): the state-sized vectors ``Lᵀc``, ``L w`` and the
-  mean are contracted to dense vectors and compressed by TT-SVDs from Gram matrices (the constants were fitted when
-  the mean was compressed after every row; the filter now does it once, when its TT is read, so the model
-  over-predicts until they are re-fitted, see docs/benchmarks.md), and ``L − β g wᵀ`` is
-  rounded from Gram matrices bond by bond (:func:`~tnbayes.tensors.round_rank_one_update`). The features are the
-  flops of those steps, simulated core by core with every rank at its cap (or at the bound its modes allow), plus a
-  fixed cost per row and per core (the calls). Constants from ``python -m benchmarks tnkf_cost``.
+* **Row by row** (:func:`tnkf_row_features`, :data:`TNKF_COST`): the state-sized vectors ``Lᵀc`` and ``L w`` are
+  contracted to dense vectors and compressed by TT-SVDs from Gram matrices (the mean is updated densely and compressed
+  once, when its TT is read), and ``L − β g wᵀ`` is rounded from Gram matrices bond by bond
+  (:func:`~tnbayes.tensors.round_rank_one_update`). The features are the flops of those steps, simulated core by core
+  with every rank at its cap (or at the bound its modes allow), plus a fixed cost per row and per core (the calls).
+  Constants from ``python -m benchmarks tnkf_cost --blocks 1 --fit``.
 * **Blocks of B rows** (:func:`tnkf_block_features`, :data:`TNKF_BLOCK_COST`): the products of TTs and the
   TT-roundings of their results (the block update forms and rounds them once per block), times
   :func:`tnkf_block_cost_factor`; constants from the same run's blocks of 16.
@@ -32,10 +31,10 @@ __all__ = ["TNKF_BLOCK_COST", "TNKF_BLOCK_COST_FACTOR", "TNKF_COST", "tnkf_block
 #: seconds per unit of each feature of the row update (:func:`tnkf_row_features`)
 TNKF_COST: dict[str, float] = {
     "row": 0.0,
-    "core": 6.05e-4,
-    "contraction_flop": 3.41e-11,
-    "dense_flop": 4.67e-12,
-    "root_rounding_flop": 6.32e-11,
+    "core": 4.27e-4,
+    "contraction_flop": 2.31e-11,
+    "dense_flop": 5.22e-12,
+    "root_rounding_flop": 3.29e-11,
 }
 #: seconds per unit of each feature of the block update (:func:`tnkf_block_features`), before the block factor
 TNKF_BLOCK_COST: dict[str, float] = {
@@ -194,20 +193,21 @@ def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_ra
     row_ranks : sequence of int, optional
         Bond ranks of the compressed kernel rows (d − 1; default: the largest the modes allow).
     mean_rank : int, optional
-        Rank cap of the mean (default: uncapped).
+        Rank cap of the mean (default: uncapped); the row update does not round the mean, so it changes nothing here.
 
     Returns
     -------
     dict
         ``row`` (1), ``core`` (d: the calls per core), ``contraction_flop`` (``Lᵀc`` and ``L w`` contracted to
-        dense vectors, :func:`~tnbayes.tensors.matvec_to_dense`), ``dense_flop`` (the TT-SVDs of the row, ``w``,
-        ``g`` and the mean, and the dense mean's step) and ``root_rounding_flop``: the units of :data:`TNKF_COST`.
+        dense vectors, :func:`~tnbayes.tensors.matvec_to_dense`), ``dense_flop`` (the TT-SVDs of the row, ``w``
+        and ``g``, and the dense mean's step; the mean's TT-SVD happens once, when the fit reads it) and
+        ``root_rounding_flop``: the units of :data:`TNKF_COST`.
     """
     modes, L, row, w, g, m = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
     size = float(math.prod(modes))
     squared = [n * n for n in modes]
     contraction = _dense_matvec_flops(modes, L, row) + _dense_matvec_flops(modes, L, w)
-    dense = 2.0 * size + sum(_gram_tt_svd_flops(modes, kept) for kept in (row, w, g, m))
+    dense = 2.0 * size + sum(_gram_tt_svd_flops(modes, kept) for kept in (row, w, g))  # the mean: when read
     return {"row": 1.0, "core": float(len(modes)), "contraction_flop": contraction, "dense_flop": dense,
             "root_rounding_flop": _root_rounding_flops(modes, L, g, w, covariance_rank)}
 
