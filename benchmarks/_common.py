@@ -101,9 +101,23 @@ def header(title: str, protocol: str) -> str:
 
 
 def fit_cost_constants(cases: list[dict], names: list[str], factor: float = 1.0) -> dict[str, float]:
-    """Non-negative constants of a linear cost model minimising the relative error of the measured seconds per row
-    (scipy's nnls), for the features ``case["features"]`` (a dict over ``names``) times ``factor`` and the seconds
-    ``case["measured"]`` of each case; three significant digits."""
+    """Non-negative constants of a linear cost model that minimise the relative error of measured seconds per row
+    (scipy's nnls).
+
+    Parameters
+    ----------
+    cases : list of dict
+        Each with ``"features"`` (a dict over ``names``: the feature values) and ``"measured"`` (seconds, > 0).
+    names : list of str
+        The features to fit, in order.
+    factor : float
+        Multiplies every feature (e.g. a block factor the model applies).
+
+    Returns
+    -------
+    dict
+        Name → constant (≥ 0, three significant digits).
+    """
     import numpy as np
     from scipy.optimize import nnls
 

@@ -59,11 +59,17 @@ def _gpytorch_defaults_unless_botorch(request):
     _set_gpytorch_settings(before)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _seeded_torch_per_module():
+    """Each test module starts from torch's seed 0, before its module-scoped fixtures (fits shared by its tests)."""
+    torch.manual_seed(0)
+
+
 @pytest.fixture(autouse=True)
-def _seeded_torch():
+def _seeded_torch(_seeded_torch_per_module):
     """Each test starts from torch's seed 0, so a test that draws from torch's global generator (BoTorch's random
     restarts in optimize_acqf, ``torch.rand`` in a test) draws the same numbers whatever ran before it on its
-    pytest-xdist worker: a failure reproduces with the test alone."""
+    pytest-xdist worker. With the module-level seed, a failure reproduces with its test module alone."""
     torch.manual_seed(0)
 
 

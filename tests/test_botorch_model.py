@@ -120,7 +120,9 @@ def test_joint_samples_where_the_posterior_covariance_is_singular(fitted):
         warnings.simplefilter("ignore")  # linear_operator's NumericalWarning about the jitter it added
         samples = model.to_botorch().posterior(Xq).rsample(torch.Size([2000]))
     assert samples.shape == (2000, 72, 1) and bool(torch.isfinite(samples).all())
-    torch.testing.assert_close(samples[:, 10], samples[:, 0], rtol=0, atol=1e-3)  # X[0] repeated: the same draw
+    # X[0] repeated: the same draw, up to the jitter (at most 1e-6 after linear_operator's three tries in float64,
+    # so the two draws differ by a normal of standard deviation at most √(2·1e-6) ≈ 1.4e-3)
+    torch.testing.assert_close(samples[:, 10], samples[:, 0], rtol=0, atol=1e-2)
     sd = covariance.diagonal().clamp_min(0).sqrt()
     torch.testing.assert_close(samples[..., 0].std(0), sd, rtol=0.1, atol=1e-3)
 

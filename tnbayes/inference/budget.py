@@ -22,9 +22,9 @@ every row in the state at the lower caps was the better trade (docs/benchmarks.m
 
 **Cost models.** The seconds per row are linear in a few features of the settings, with non-negative constants
 (``TNKF_COST``, ``TT_KALMAN_COST``) fitted to the relative error of seconds per row measured on the development
-machine (2 shared cores, one torch thread, float64; ``python -m benchmarks tnkf_cost --blocks 1 --fit`` and
-``python -m benchmarks tt_kalman_cost --fit``); on a slower or busier machine a fit takes longer than predicted, on a
-faster one shorter. The filters' streams are held to the budget by a deadline
+machine (2 shared cores, one torch thread, float64; ``python -m benchmarks tnkf_cost --fit`` and ``python -m
+benchmarks tt_kalman_cost --fit``); on a slower or busier machine a fit takes longer than predicted, on a faster one
+shorter. The filters' streams are held to the budget by a deadline
 (:mod:`tnbayes.inference.stream_deadline`).
 
 * TNKF: the row update's dense contractions, TT-SVDs and Gram rounding of the root, and the block update's

@@ -5,10 +5,11 @@ relative error of seconds per row measured on the development machine (2 cores, 
 
 * **Row by row** (:func:`tnkf_row_features`, :data:`TNKF_COST`): the state-sized vectors ``Lᵀc`` and ``L w`` are
   contracted to dense vectors and compressed by TT-SVDs from Gram matrices (the mean is updated densely and compressed
-  once, when its TT is read), and ``L − β g wᵀ`` is rounded from Gram matrices bond by bond
+  once, when its TT is read; ``round_relative_to="state"`` rounds it after every row, which the model does not
+  count), and ``L − β g wᵀ`` is rounded from Gram matrices bond by bond
   (:func:`~tnbayes.tensors.round_rank_one_update`). The features are the flops of those steps, simulated core by core
   with every rank at its cap (or at the bound its modes allow), plus a fixed cost per row and per core (the calls).
-  Constants from ``python -m benchmarks tnkf_cost --blocks 1 --fit``.
+  Constants from ``python -m benchmarks tnkf_cost --fit``.
 * **Blocks of B rows** (:func:`tnkf_block_features`, :data:`TNKF_BLOCK_COST`): the products of TTs and the
   TT-roundings of their results (the block update forms and rounds them once per block), times
   :func:`tnkf_block_cost_factor`; constants from the same run's blocks of 16.
@@ -30,18 +31,18 @@ __all__ = ["TNKF_BLOCK_COST", "TNKF_BLOCK_COST_FACTOR", "TNKF_COST", "tnkf_block
 
 #: seconds per unit of each feature of the row update (:func:`tnkf_row_features`)
 TNKF_COST: dict[str, float] = {
-    "row": 0.0,
-    "core": 4.27e-4,
-    "contraction_flop": 2.31e-11,
-    "dense_flop": 5.22e-12,
-    "root_rounding_flop": 3.29e-11,
+    "row": 1.34e-4,
+    "core": 4.15e-4,
+    "contraction_flop": 2.62e-11,
+    "dense_flop": 4.85e-12,
+    "root_rounding_flop": 2.78e-11,
 }
 #: seconds per unit of each feature of the block update (:func:`tnkf_block_features`), before the block factor
 TNKF_BLOCK_COST: dict[str, float] = {
-    "row": 1.08e-3,
-    "contraction_flop": 5.0e-10,
-    "vector_rounding_flop": 2.07e-10,
-    "matrix_rounding_flop": 6.54e-12,
+    "row": 9.31e-4,
+    "contraction_flop": 3.11e-10,
+    "vector_rounding_flop": 1.35e-10,
+    "matrix_rounding_flop": 3.2e-12,
 }
 #: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it
 #: came from gave 0.35, 0.22 and 0.18 per row of a formed-and-rounded row update at caps 32/24, 16/12 and 8/4
@@ -193,7 +194,9 @@ def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_ra
     row_ranks : sequence of int, optional
         Bond ranks of the compressed kernel rows (d − 1; default: the largest the modes allow).
     mean_rank : int, optional
-        Rank cap of the mean (default: uncapped); the row update does not round the mean, so it changes nothing here.
+        Rank cap of the mean (default: uncapped). Unused here: with tolerances relative to the update (TNKF's
+        default), the row update keeps the mean dense and compresses it once, when the fit reads it; with
+        ``round_relative_to="state"`` it is rounded after every row, which these features do not count.
 
     Returns
     -------
@@ -203,7 +206,7 @@ def tnkf_row_features(shape: Sequence[int], covariance_rank: int | None, gain_ra
         and ``g``, and the dense mean's step; the mean's TT-SVD happens once, when the fit reads it) and
         ``root_rounding_flop``: the units of :data:`TNKF_COST`.
     """
-    modes, L, row, w, g, m = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
+    modes, L, row, w, g, _ = _ranks_at_caps(shape, covariance_rank, gain_rank, innovation_rank, row_ranks, mean_rank)
     size = float(math.prod(modes))
     squared = [n * n for n in modes]
     contraction = _dense_matvec_flops(modes, L, row) + _dense_matvec_flops(modes, L, w)
