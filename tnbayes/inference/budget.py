@@ -126,8 +126,8 @@ BATCH_SIZE_SAVING = 0.25
 #: largest basis size M a TTKalmanGP budget raises the lengthscale rule's M to (8 without a budget)
 TT_KALMAN_MAX_NUM_BASIS = 12
 
-#: seconds per row and per squared core-system size of TTKalmanGP's ALS smoothing, one AᵀA update (measured on
-#: concrete, M = 8, rank 10: 158 core systems of 927 rows in 6.4 s)
+#: seconds per row and per squared core-system size of TTKalmanGP's ALS smoothing, one AᵀA update (one measurement
+#: on concrete; docs/benchmarks.md, "The cost models re-fitted")
 TT_SMOOTHING_COST = 7e-11
 #: largest share of the filter's budget kept for TTKalmanGP's smoothing (beyond it the smoothing sweeps fewer rows)
 SMOOTHING_BUDGET_SHARE = 0.5

@@ -44,8 +44,8 @@ TNKF_BLOCK_COST: dict[str, float] = {
     "vector_rounding_flop": 1.35e-10,
     "matrix_rounding_flop": 3.2e-12,
 }
-#: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it
-#: came from gave 0.35, 0.22 and 0.18 per row of a formed-and-rounded row update at caps 32/24, 16/12 and 8/4
+#: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it came
+#: from are in docs/benchmarks.md ("The cost models re-fitted")
 TNKF_BLOCK_COST_FACTOR = 0.35
 
 
