@@ -67,6 +67,19 @@ def test_tt_kalman_cost_fit_smoke_run(tmp_path, monkeypatch):
     assert text.count("\n| 2 | 4 | 3 |") == 2  # one row per batch size
 
 
+@pytest.mark.slow
+def test_tt_kalman_cost_fit_smoothing_smoke_run(tmp_path, monkeypatch):
+    """``tt_kalman_cost --fit-smoothing`` (the time budget's smoothing constants) measures the smoothing with the
+    noise given and estimated on held-out rows, and prints the fit."""
+    results = tmp_path / "results"
+    monkeypatch.setenv("TNBAYES_BENCH_RESULTS", str(results))
+    run_entry("tt_kalman_cost", ["--fit-smoothing", "--dims", "3", "--num-basis", "4", "--ranks", "3",
+                                 "--smoothing-rows", "80", "160", "--held-out-dims", "3", "--variant", "smoothing"])
+    text = (results / "tt_kalman_cost" / "tt_kalman_cost_smoothing.md").read_text()
+    assert "## TT_SMOOTHING_COST, fitted to these rows" in text and '"gram_entry":' in text
+    assert text.count("\n| 3 | 4 | 3 | 160 | 0 |") == 1 and text.count("\n| 3 | 4 | 3 | 160 | 32 |") == 1
+
+
 def test_cost_constants_are_a_non_negative_relative_least_squares_fit():
     """``fit_cost_constants``: from exact linear seconds of four cases it recovers the two constants (to its three
     digits); a third feature whose best least-squares weight is negative gets 0 (non-negative least squares)."""

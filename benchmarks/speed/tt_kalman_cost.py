@@ -20,6 +20,17 @@ those of the committed run.
     python -m benchmarks tt_kalman_cost                          # D ∈ {2, 4, 6, 8}, ranks 5, 10, 20
     python -m benchmarks tt_kalman_cost --dims 2 4 --ranks 5 --rows 32
     python -m benchmarks tt_kalman_cost --fit                    # the cost model's constants → tt_kalman_cost_fit.md
+    python -m benchmarks tt_kalman_cost --fit-smoothing          # the smoothing's → tt_kalman_cost_smoothing.md
+
+``--fit-smoothing`` measures the ALS smoothing the same way (``smoothing_seconds_`` of ``TTKalmanGP`` fits over each
+combination of ``--dims`` × ``--num-basis`` × ``--ranks`` (defaults as ``--fit``) × ``--smoothing-rows`` (default
+600 and 2000 rows), every row filtered, then smoothed with ``max_sweeps=3`` and ``sweep_tol=0``, so three sweeps
+and the Laplace pass; with the noise variance given, nothing held out), and, for each D of ``--held-out-dims``
+(default 8 and 16) at the first M and rank cap over the most rows, the default noise estimate too (the noise
+variance estimated, ``noise_estimate="held_out"``: three sweeps without the held-out rows, then three over all,
+which the features count as they ran). It fits
+``TT_SMOOTHING_COST`` (:func:`tnbayes.inference.budget.tt_smoothing_features`) to the relative error of the measured
+seconds and prints what the constants in use and the fitted ones predict.
 """
 
 from __future__ import annotations
@@ -34,7 +45,9 @@ import torch
 from benchmarks._common import fit_cost_constants, header, output_path
 from tnbayes import TTKalmanGP
 from tnbayes.basis import HilbertBasis
-from tnbayes.inference.budget import TT_KALMAN_COST, tt_kalman_row_features, tt_kalman_seconds_per_row
+from tnbayes.inference.budget import (TT_KALMAN_COST, TT_SMOOTHING_COST, tt_kalman_row_features,
+                                     tt_kalman_seconds_per_row, tt_smoothing_features)
+from tnbayes.selection.calibration import held_out_count
 from tnbayes.inference.kalman import kalman_batch_update
 from tnbayes.tensors.tt import TTVector
 
@@ -150,6 +163,58 @@ def _fit_cost_model(args: argparse.Namespace) -> str:
             f"Refitted / measured: median {np.median(ratios):.2f}, range {min(ratios):.2f}–{max(ratios):.2f}.\n")
 
 
+def _smoothing_case(D: int, M: int, rank: int, rows: int, held_out: bool) -> dict:
+    """One ``--fit-smoothing`` fit: the smoothing's measured seconds and its features, counted as it ran."""
+    X, y, _, _ = _problem(D, M, rows)
+    model = TTKalmanGP(num_basis=M, max_rank=rank, lengthscale=LENGTHSCALE, outputscale=OUTPUTSCALE,
+                       noise_variance=None if held_out else NOISE, time_budget=None, max_sweeps=3, sweep_tol=0.0,
+                       normalize_y=False).fit(X[:rows].numpy(), y[:rows].numpy())
+    if model.rows_used_ != rows or model.smoothing_sweeps_ == 0:
+        raise RuntimeError(f"D={D} M={M} rank {rank}: {model.rows_used_} rows filtered, "
+                           f"{model.smoothing_sweeps_} sweeps; expected {rows} rows, smoothed.")
+    held = held_out_count(rows) if held_out else 0
+    passes = [(rows - held, 3), (rows, model.smoothing_sweeps_)] if held else [(rows, model.smoothing_sweeps_)]
+    features = dict.fromkeys(TT_SMOOTHING_COST, 0.0)
+    for streamed, sweeps in passes:
+        for name, value in tt_smoothing_features(D, M, rank, streamed, sweeps=sweeps).items():
+            features[name] += value
+    predicted = sum(TT_SMOOTHING_COST[name] * value for name, value in features.items())
+    return {"D": D, "M": M, "rank": rank, "rows": rows, "held": held, "sweeps": model.smoothing_sweeps_,
+            "measured": model.smoothing_seconds_, "features": features, "predicted": predicted}
+
+
+def _fit_smoothing_cost(args: argparse.Namespace) -> str:
+    """The ``--fit-smoothing`` run: measured against predicted seconds, the fitted constants; returns the markdown."""
+    _smoothing_case(2, 4, 2, 64, False)  # first calls (imports, allocations) outside every measured case
+    plan = [(D, M, rank, rows, False) for D in args.dims for M in args.num_basis for rank in args.ranks
+            for rows in args.smoothing_rows]
+    plan += [(D, args.num_basis[0], args.ranks[0], max(args.smoothing_rows), True) for D in args.held_out_dims]
+    cases = []
+    for D, M, rank, rows, held_out in plan:
+        cases.append(_smoothing_case(D, M, rank, rows, held_out))
+        c = cases[-1]
+        print(f"D={D} M={M} rank {rank} rows {rows} held out {c['held']}: {c['measured']:.2f} s, predicted "
+              f"{c['predicted']:.2f}", flush=True)
+    fitted = fit_cost_constants(cases, list(TT_SMOOTHING_COST))
+    lines = ["| D | M | rank cap | rows | held out | sweeps over all rows | measured s | predicted s | "
+             "predicted / measured | refitted s | refitted / measured |", "|---" * 11 + "|"]
+    for c in cases:
+        c["refit"] = sum(fitted[name] * value for name, value in c["features"].items())
+        lines.append(f"| {c['D']} | {c['M']} | {c['rank']} | {c['rows']} | {c['held']} | {c['sweeps']} | "
+                     f"{c['measured']:.2f} | {c['predicted']:.2f} | {c['predicted'] / c['measured']:.2f} | "
+                     f"{c['refit']:.2f} | {c['refit'] / c['measured']:.2f} |")
+    protocol = ("see the module docstring of benchmarks/speed/tt_kalman_cost.py (--fit-smoothing); TTKalmanGP with "
+                "given lengthscale and outputscale, no budget, every row filtered, smoothing_seconds_; one torch "
+                "thread; float64")
+    ratios = [c["refit"] / c["measured"] for c in cases]
+    predicted = [c["predicted"] / c["measured"] for c in cases]
+    return (header("TTKalmanGP smoothing seconds against the budget's cost model", protocol) + "\n".join(lines) +
+            f"\n\nPredicted / measured (the constants in use): median {np.median(predicted):.2f}, range "
+            f"{min(predicted):.2f}–{max(predicted):.2f}.\n\n## TT_SMOOTHING_COST, fitted to these rows\n\n"
+            "```python\n" + "\n".join(f'"{k}": {v:.3g},' for k, v in fitted.items()) + "\n```\n\n" +
+            f"Refitted / measured: median {np.median(ratios):.2f}, range {min(ratios):.2f}–{max(ratios):.2f}.\n")
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks tt_kalman_cost")
@@ -162,9 +227,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, default=None, help="default 64 (with --fit: 160)")
     parser.add_argument("--warm-rows", type=int, default=64, help="rows not counted (--fit only)")
     parser.add_argument("--fit", action="store_true", help="measure TTKalmanGP and fit TT_KALMAN_COST")
+    parser.add_argument("--fit-smoothing", action="store_true",
+                        help="measure TTKalmanGP's smoothing and fit TT_SMOOTHING_COST")
+    parser.add_argument("--smoothing-rows", nargs="+", type=int, default=[600, 2000],
+                        help="rows smoothed (--fit-smoothing only)")
+    parser.add_argument("--held-out-dims", nargs="*", type=int, default=[8, 16],
+                        help="D of the cases with the noise estimated on held-out rows (--fit-smoothing only)")
     parser.add_argument("--variant", default=None)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.fit_smoothing:
+        args.dims, args.ranks = args.dims or [4, 8, 16, 32], args.ranks or [10, 6]
+        args.num_basis = args.num_basis or [8, 12]
+        text = _fit_smoothing_cost(args)
+        output_path("tt_kalman_cost", ".md", args.variant or "smoothing").write_text(text)
+        print(text)
+        return 0
     if args.fit:
         args.dims, args.ranks = args.dims or [4, 8, 16, 32], args.ranks or [10, 6]
         args.num_basis, args.rows = args.num_basis or [8, 12], args.rows or 160

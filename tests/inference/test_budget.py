@@ -15,12 +15,16 @@ from tnbayes.inference.budget import (
     TNKF_RANK_LADDER,
     TNKF_SUBSET_CAPS,
     TNKF_SUBSET_MIN_ROWS,
+    TT_SMOOTHING_COST,
     BudgetWarning,
     largest_rows_within_budget,
     plan_within_budget,
     tnkf_seconds_per_row,
     tt_kalman_seconds_per_row,
+    tt_smoothing_features,
 )
+from tnbayes.inference.tt_als import TTALS
+from tnbayes.selection.calibration import held_out_count, held_out_rows
 
 #: hyper-parameters given, so that no marginal-likelihood fit runs and the whole budget goes to the filter
 TNKF_FIXED = dict(lengthscale=0.8, outputscale=1.0, measurement_noise=0.01, prior_variance=1.0)
@@ -323,3 +327,71 @@ def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
     per_block_row = sum(TNKF_BLOCK_COST[name] * value for name, value in features.items())
     assert blocks[-2] == blocks[-1] == pytest.approx(TNKF_BLOCK_COST_FACTOR * per_block_row)
     assert all(a > b for a, b in zip(blocks[:-2], blocks[1:-1]))
+
+
+@pytest.mark.parametrize("held_out", [False, True])
+def test_smoothing_features_count_the_systems_the_smoothing_solves(monkeypatch, held_out):
+    """The smoothing's cost features count the core systems TTKalmanGP's smoothing solves, the rows each one
+    accumulates and their sizes, as a wrapper of ``TTALS._system`` records them: two sweeps and the Laplace pass with
+    the noise given; with it estimated on held-out rows, one sweep (``max_sweeps=1``) without them, its Laplace pass,
+    then one over every row and its Laplace pass."""
+    solved = []
+    system = TTALS._system
+
+    def counted(engine, k, *args, **kwargs):
+        rows = sum(int(chunk_y.shape[0]) for _, chunk_y in engine.rows())
+        solved.append((rows, engine.cores[k].numel()))
+        return system(engine, k, *args, **kwargs)
+
+    monkeypatch.setattr(TTALS, "_system", counted)
+    X, y = _data(300, 3)
+    D, M, rank = 3, 4, 3
+    fixed = {name: value for name, value in TT_FIXED.items() if not (held_out and name == "noise_variance")}
+    model = _quiet(tnbayes.TTKalmanGP(num_basis=M, max_rank=rank, time_budget=None, max_sweeps=1 if held_out else 2,
+                                      sweep_tol=0.0, **fixed), X, y)
+    assert model.posterior_mean_tt_.ranks == (1, rank, rank, 1)  # the ranks the features assume: at the cap
+    assert model.smoothing_sweeps_ == (1 if held_out else 2) and model.smoothing_seconds_ > 0
+    held = held_out_count(300) if held_out else 0
+    assert held == (60 if held_out else 0)
+    features = tt_smoothing_features(D, M, rank, 300, sweeps=1 if held_out else 2, held_out_rows=held)
+    assert features["system"] == len(solved)
+    assert features["gram_entry"] == sum(rows * size * size for rows, size in solved)
+    assert features["solve_flop"] == sum(size ** 3 for _, size in solved)
+    # the plan predicted what ran (without a budget it is not kept from anything, but still predicted)
+    assert model.budget_["smoothing_predicted_seconds"] == pytest.approx(
+        sum(TT_SMOOTHING_COST[name] * value for name, value in features.items()), rel=1e-12)
+
+
+@pytest.mark.parametrize("rows", [0, 10, 149, 150, 151, 152, 300, 1001])
+def test_held_out_count_is_the_size_of_the_held_out_split(rows):
+    split = held_out_rows(rows, seed=3)
+    assert held_out_count(rows) == (0 if split is None else int(split[1].numel()))
+
+
+def test_budget_keeps_the_smoothing_planned_with_its_held_out_refit():
+    """With the noise estimated on held-out rows the smoothing first refits without them, and the budget keeps its
+    predicted seconds for that too: more than with the noise given, on the same rows and settings."""
+    X, y = _data(400, 3)
+    kwargs = dict(num_basis=4, max_rank=3, batch_size=8, time_budget=1000.0)
+    given = _quiet(tnbayes.TTKalmanGP(**kwargs, **TT_FIXED), X, y)
+    fixed = {name: value for name, value in TT_FIXED.items() if name != "noise_variance"}
+    estimated = _quiet(tnbayes.TTKalmanGP(**kwargs, **fixed), X, y)
+    assert given.budget_["smoothing_rows"] == estimated.budget_["smoothing_rows"] == 400
+    assert estimated.budget_["smoothing_predicted_seconds"] > given.budget_["smoothing_predicted_seconds"] > 0
+
+
+def test_budget_smooths_the_most_rows_its_share_affords():
+    """When the smoothing over every row would take more than its share of the budget, the plan smooths the most
+    rows whose predicted seconds fit the share (and at least the rows the filter streams)."""
+    from tnbayes.inference.budget import SMOOTHING_BUDGET_SHARE, tt_smoothing_seconds
+
+    X, y = _data(3000, 3)
+    D, M, rank = 3, 8, 7  # systems large enough that the rows, not the fixed costs, dominate the smoothing's seconds
+    everything = tt_smoothing_seconds(D, M, rank, 3000)
+    model = _quiet(tnbayes.TTKalmanGP(num_basis=M, max_rank=rank, batch_size=8, time_budget=everything, **TT_FIXED),
+                   X, y)
+    rows, reserve = model.budget_["smoothing_rows"], model.budget_["smoothing_reserve"]
+    assert reserve == pytest.approx(SMOOTHING_BUDGET_SHARE * everything)
+    assert model.budget_["rows"] <= rows < 3000
+    assert tt_smoothing_seconds(D, M, rank, rows) <= reserve < tt_smoothing_seconds(D, M, rank, rows + 1)
+    assert model.budget_["smoothing_predicted_seconds"] == pytest.approx(tt_smoothing_seconds(D, M, rank, rows))

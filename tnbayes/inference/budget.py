@@ -30,7 +30,9 @@ shorter. The filters' streams are held to the budget by a deadline
 * TNKF: the row update's dense contractions, TT-SVDs and Gram rounding of the root, and the block update's
   products and roundings of TTs; see :mod:`tnbayes.inference.tnkf_cost`.
 * TTKalmanGP: a batch of B rows costs a fixed overhead per core and per batch and contractions that grow with
-  the TT ranks r_k and the basis size M (:func:`tt_kalman_row_features`).
+  the TT ranks r_k and the basis size M; its ALS smoothing costs the core systems it accumulates and solves
+  (``TT_SMOOTHING_COST``, ``python -m benchmarks tt_kalman_cost --fit-smoothing``); see
+  :mod:`tnbayes.inference.tt_kalman_cost`.
 
 **CPD rank search.** :class:`~tnbayes.CPDKernelMachine`, :class:`~tnbayes.QTKM` and :class:`~tnbayes.TKM` with
 ``rank=None`` fit R = 10, 20, 40, … in turn. The normal equations of a core cost O(N (M_k R)²), so the next rank
@@ -53,6 +55,8 @@ from tnbayes._warnings import warn_user
 
 from .tnkf_cost import (TNKF_BLOCK_COST, TNKF_BLOCK_COST_FACTOR, TNKF_COST, tnkf_block_cost_factor,
                         tnkf_block_features, tnkf_row_features, tnkf_seconds_per_row)
+from .tt_kalman_cost import (TT_KALMAN_COST, TT_SMOOTHING_COST, TT_SMOOTHING_PLANNED_SWEEPS, tt_kalman_row_features,
+                             tt_kalman_seconds_per_row, tt_smoothing_features, tt_smoothing_seconds)
 
 __all__ = [
     "BudgetWarning",
@@ -91,7 +95,8 @@ __all__ = [
     "tnkf_seconds_per_row",
     "tt_kalman_row_features",
     "tt_kalman_seconds_per_row",
-    "tt_smoothing_seconds_per_row",
+    "tt_smoothing_features",
+    "tt_smoothing_seconds",
     "TT_SMOOTHING_COST",
     "TT_SMOOTHING_PLANNED_SWEEPS",
     "SMOOTHING_BUDGET_SHARE",
@@ -125,87 +130,8 @@ TT_KALMAN_BATCH_SIZES: tuple[int, ...] = (8, 4, 16)
 BATCH_SIZE_SAVING = 0.25
 #: largest basis size M a TTKalmanGP budget raises the lengthscale rule's M to (8 without a budget)
 TT_KALMAN_MAX_NUM_BASIS = 12
-
-#: seconds per row and per squared core-system size of TTKalmanGP's ALS smoothing, one AᵀA update (one measurement
-#: on concrete; docs/benchmarks.md, "The cost models re-fitted")
-TT_SMOOTHING_COST = 7e-11
 #: largest share of the filter's budget kept for TTKalmanGP's smoothing (beyond it the smoothing sweeps fewer rows)
 SMOOTHING_BUDGET_SHARE = 0.5
-#: sweeps the budget plans the smoothing for (the smoothing runs at least these, more while the budget lasts)
-TT_SMOOTHING_PLANNED_SWEEPS = 3
-
-#: seconds per unit of each TTKalmanGP feature (:func:`tt_kalman_row_features`), from ``python -m benchmarks
-#: tt_kalman_cost --fit``
-TT_KALMAN_COST: dict[str, float] = {
-    "core": 3.76e-4,
-    "core_per_batch": 9.86e-4,
-    "batch_contraction": 6.71e-9,
-    "rank_product": 4.9e-6,
-    "matrix_core_entry": 2.16e-7,
-}
-
-
-# ---------------------------------------------------------------------------------------------- TTKalmanGP
-def tt_kalman_row_features(num_dims: int, num_basis: int, max_rank: int | None, batch_size: int) -> dict[str, float]:
-    """Cost features of one TTKalmanGP row (a B-th of one batch update).
-
-    Parameters
-    ----------
-    num_dims : int
-        D, the TT cores.
-    num_basis : int
-        M, the mode size of every core.
-    max_rank : int or None
-        Rank cap of the mean and of the covariance correction (None: the largest rank the modes allow).
-    batch_size : int
-        B.
-
-    Returns
-    -------
-    dict
-        ``core`` (D), ``core_per_batch`` (D/B), ``batch_contraction`` (B · r · Σ_k M r_k r_k+1),
-        ``rank_product`` (Σ_k r_k r_k+1) and ``matrix_core_entry`` (Σ_k M² r_k r_k+1, the entries of the
-        correction's cores): the units of :data:`TT_KALMAN_COST`.
-    """
-    D, M, B = int(num_dims), int(num_basis), int(batch_size)
-    ranks = [1] + [min(max_rank, M ** min(k, D - k)) if max_rank is not None else M ** min(k, D - k)
-                   for k in range(1, D)] + [1]
-    products = [float(ranks[k] * ranks[k + 1]) for k in range(D)]
-    largest = float(max(ranks))
-    return {"core": float(D), "core_per_batch": D / B, "batch_contraction": B * largest * M * sum(products),
-            "rank_product": sum(products), "matrix_core_entry": M * M * sum(products)}
-
-
-def tt_smoothing_seconds_per_row(num_dims: int, num_basis: int, max_rank: int | None,
-                                 sweeps: int = TT_SMOOTHING_PLANNED_SWEEPS) -> float:
-    """Predicted seconds per row of TTKalmanGP's ALS smoothing (:mod:`tnbayes.inference.tt_als`): ``sweeps``
-    sweeps of 2D − 1 core systems and the Laplace pass of D, each costing one row's AᵀA update, s_k² with
-    s_k = r_{k−1} M r_k, times :data:`TT_SMOOTHING_COST`.
-
-    Parameters
-    ----------
-    num_dims, num_basis, max_rank
-        D, M and the rank cap (None: the largest rank the modes allow), as in :func:`tt_kalman_row_features`.
-    sweeps : int
-        Sweeps planned for.
-
-    Returns
-    -------
-    float
-    """
-    D, M = int(num_dims), int(num_basis)
-    ranks = [1] + [min(max_rank, M ** min(k, D - k)) if max_rank is not None else M ** min(k, D - k)
-                   for k in range(1, D)] + [1]
-    sizes_squared = [float(ranks[k] * M * ranks[k + 1]) ** 2 for k in range(D)]
-    systems = sum(sizes_squared) * (2 * int(sweeps) + 1)  # a sweep solves D cores each way (one shared), Laplace D
-    return TT_SMOOTHING_COST * systems
-
-
-def tt_kalman_seconds_per_row(num_dims: int, num_basis: int, max_rank: int | None, batch_size: int) -> float:
-    """Predicted seconds of one TTKalmanGP row: :data:`TT_KALMAN_COST` · :func:`tt_kalman_row_features`."""
-    features = tt_kalman_row_features(num_dims, num_basis, max_rank, batch_size)
-    return sum(TT_KALMAN_COST[name] * value for name, value in features.items())
-
 
 # ---------------------------------------------------------------------------------------------- planning
 @dataclass

@@ -230,14 +230,16 @@ class TTKalmanBasisMixin:
         return outputscale, noise
 
     def _make_basis(self, X: torch.Tensor, lengthscale: torch.Tensor | None, num_rows: int,
-                    elapsed_seconds: float = 0.0) -> HilbertBasis | TensorProductFeatures:
+                    elapsed_seconds: float = 0.0, *,
+                    rows_in_memory: bool = True) -> HilbertBasis | TensorProductFeatures:
         """The fitted basis for the training range X (≥ 1, D), after the budget chose M (Hilbert) or with the
         feature map's own M; ``elapsed_seconds``: what the fit took so far (the budget's filter share is cut when the
-        hyper-parameters took longer than theirs)."""
+        hyper-parameters took longer than theirs); ``rows_in_memory``: the training rows are a tensor, not streamed
+        (the budget's plan of the smoothing depends on it)."""
         if not self._hilbert:
             feature_map = make_feature_map(self.basis, X.shape[1], self.num_basis)
             self._plan_budget(feature_map.mode_sizes[0], feature_map.num_modes, num_rows, fixed_num_basis=True,
-                              elapsed_seconds=elapsed_seconds)
+                              elapsed_seconds=elapsed_seconds, rows_in_memory=rows_in_memory)
             return feature_map
         D = X.shape[1]
         center, half_range = data_center_and_half_range(X, allow_constant=True)
@@ -248,7 +250,7 @@ class TTKalmanBasisMixin:
             if given.numel() not in (1, D) or bool((given < 1).any()):
                 raise ValueError(f"c must be one number >= 1 or one per input ({D}); got {self.c!r}.")
         c, m_rule = hilbert_box(lengthscale, half_range.to(torch.float64), name, c=self.c)
-        M = self._plan_budget(int(m_rule), D, num_rows, elapsed_seconds=elapsed_seconds)
+        M = self._plan_budget(int(m_rule), D, num_rows, elapsed_seconds=elapsed_seconds, rows_in_memory=rows_in_memory)
         basis = HilbertBasis(M, L=(c * half_range.to(torch.float64).cpu()).tolist(), center=center.tolist(),
                              num_dims=D)
         if name in ("se", "matern32", "matern52"):

@@ -11,9 +11,9 @@ import time
 import torch
 
 from tnbayes.data import StreamedRows
-from tnbayes.inference.budget import TT_SMOOTHING_PLANNED_SWEEPS
+from tnbayes.inference.budget import TT_SMOOTHING_PLANNED_SWEEPS, tt_smoothing_seconds
 from tnbayes.inference.tt_als import TTALS, TTLaplace
-from tnbayes.selection.calibration import held_out_rows, proportional_noise_estimate
+from tnbayes.selection.calibration import held_out_count, held_out_rows, proportional_noise_estimate
 from tnbayes.tensors import TTVector, has_tt_state, tt_from_state, tt_state
 
 #: rows per chunk of the smoothing's normal equations
@@ -31,6 +31,40 @@ class TTSmoothingMixin:
         return (self.smoothing == "als" and float(self.forgetting_factor) == 1.0 and max_rank is not None
                 and int(max_rank) < full_rank)
 
+    def _holds_out_rows(self, rows_in_memory: bool) -> bool:
+        """Whether the smoothing estimates the noise on held-out rows (rows in memory, ``noise_estimate="held_out"``
+        and no ``noise_variance`` given; :meth:`_smooth`)."""
+        return bool(rows_in_memory) and self.noise_estimate == "held_out" and self.noise_variance is None
+
+    def _planned_smoothing_seconds(self, num_modes: int, num_basis: int, max_rank: int | None, rows: int,
+                                   rows_in_memory: bool) -> float:
+        """The cost model's seconds of what the smoothing over ``rows`` rows runs at least (:func:`~tnbayes.inference.
+        budget.tt_smoothing_seconds`: the planned sweeps, after a refit without the held-out rows when it holds
+        rows out)."""
+        held = held_out_count(rows) if self._holds_out_rows(rows_in_memory) else 0
+        return tt_smoothing_seconds(num_modes, num_basis, max_rank, rows,
+                                    sweeps=min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps)), held_out_rows=held)
+
+    def _plan_smoothing(self, num_modes: int, num_basis: int, max_rank: int | None, num_rows: int,
+                        filter_rows: int, reserve: float, rows_in_memory: bool) -> tuple[int, float]:
+        """The rows the smoothing sweeps — every row when their predicted seconds fit ``reserve``, else the most that
+        do, but at least the filter's ``filter_rows`` — and their predicted seconds; reports the plan."""
+        def seconds(rows: int) -> float:
+            return self._planned_smoothing_seconds(num_modes, num_basis, max_rank, rows, rows_in_memory)
+
+        fewest, most = min(num_rows, filter_rows), num_rows
+        if seconds(most) <= reserve:
+            fewest = most
+        while fewest < most:  # the predicted seconds grow with the rows
+            middle = (fewest + most + 1) // 2
+            fewest, most = (middle, most) if seconds(middle) <= reserve else (fewest, middle - 1)
+        sweeps = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
+        passes = f"{sweeps} sweeps without the held-out rows, then 1 over all" \
+            if self._holds_out_rows(rows_in_memory) else f"{sweeps} sweeps"
+        self._report(f"smoothing planned over {fewest} rows ({passes}), predicted {seconds(fewest):.1f} s (kept from "
+                     "the filter's budget).")
+        return fewest, seconds(fewest)
+
     def _smooth(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, rows: int, fit_start: float,
                 smooths: bool) -> float | None:
         """ALS smoothing of the filter's mean over the first ``rows`` rows of the training order when ``smooths``
@@ -45,7 +79,7 @@ class TTSmoothingMixin:
             least the marginal-likelihood σ²; the final smoothing starts from that refit. None otherwise.
         """
         self.smoothing_laplace_, self.smoothing_history_ = None, []
-        self.smoothing_sweeps_, self.smoothing_converged_ = 0, False
+        self.smoothing_sweeps_, self.smoothing_converged_, self.smoothing_seconds_ = 0, False, 0.0
         if not smooths or rows == 0:
             if self.smoothing == "als" and rows:
                 self._report("smoothing skipped: " + ("forgetting_factor < 1 (the filter tracks a drifting state)."
@@ -57,8 +91,7 @@ class TTSmoothingMixin:
         cores = [core / root[k].view(1, -1, 1) for k, core in enumerate(self.posterior_mean_tt_.cores)]
         deadline = None if self.time_budget is None else fit_start + float(self.time_budget)
         planned = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
-        split = held_out_rows(rows, int(self.seed)) if (
-            isinstance(X, torch.Tensor) and self.noise_estimate == "held_out" and self.noise_variance is None) else None
+        split = held_out_rows(rows, int(self.seed)) if self._holds_out_rows(isinstance(X, torch.Tensor)) else None
 
         def chunks():  # the first `rows` rows of the training order, as the filter saw them
             for batch_X, batch_y in self._batches(X, y, limit=rows, batch_rows=SMOOTHING_CHUNK_ROWS):
@@ -74,10 +107,11 @@ class TTSmoothingMixin:
         self.posterior_mean_tt_ = self._unwhitened(self.smoothing_laplace_.right_cores)
         self.smoothing_history_ = list(engine.objective_history)
         self.smoothing_sweeps_, self.smoothing_converged_ = engine.sweeps, engine.converged
+        self.smoothing_seconds_ = time.perf_counter() - start
         self._report(f"smoothing: ALS over {rows} rows, objective {self.smoothing_history_[0]:.6g} → "
                      f"{self.smoothing_history_[-1]:.6g} in {engine.sweeps} sweep(s) "
                      f"({'converged' if engine.converged else 'not converged'}), "
-                     f"{time.perf_counter() - start:.1f} s; predictive variance: Laplace around the smoothed mean; "
+                     f"{self.smoothing_seconds_:.1f} s; predictive variance: Laplace around the smoothed mean; "
                      + (f"predictive noise variance σ² = {noise:.4g} (marginal likelihood)" if held_out_noise is None
                         else f"predictive noise variance σ² = {held_out_noise:.4g} from {split[1].numel()} held-out "
                              f"rows (a refit without them; marginal likelihood {noise:.4g}), which also scales the "

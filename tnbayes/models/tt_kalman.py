@@ -44,9 +44,7 @@ from tnbayes.inference.budget import (
     given_max_rows,
     plan_within_budget,
     SMOOTHING_BUDGET_SHARE,
-    TT_SMOOTHING_PLANNED_SWEEPS,
     tt_kalman_seconds_per_row,
-    tt_smoothing_seconds_per_row,
 )
 from tnbayes.inference.kalman import TTBatchKalmanFilter, filter_stream, kalman_batch_update
 from tnbayes.models._kalman_common import KalmanModelMixin
@@ -210,6 +208,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         ALS sweeps the smoothing ran (0: none).
     smoothing_converged_ : bool
         Whether ``sweep_tol`` ended the smoothing.
+    smoothing_seconds_ : float
+        Seconds the smoothing took (its held-out refit included; 0: none).
     prior_root_ : torch.Tensor of shape (D, M)
         Diagonals of the factors of L₀ (the prior root, scaled by any forgetting).
     posterior_cov_correction_tt_ : TTMatrix or None
@@ -323,12 +323,13 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
 
     # ------------------------------------------------------------------ time budget
     def _plan_budget(self, rule_num_basis: int, num_dims: int, num_rows: int, fixed_num_basis: bool = False,
-                     elapsed_seconds: float = 0.0) -> int:
+                     elapsed_seconds: float = 0.0, rows_in_memory: bool = True) -> int:
         """M (returned), rank cap, batch size and rows within ``time_budget`` (filter and smoothing) for D =
         ``num_dims`` and ``num_rows`` rows, M from the lengthscale rule (``rule_num_basis``; a feature map's mode size
         when ``fixed_num_basis``); sets ``budget_``, ``max_rank_`` and ``batch_size_``, reports the choice and warns
         when over the budget. ``elapsed_seconds``: the fit's seconds so far (see
-        :func:`~tnbayes.inference.budget.filter_budget`)."""
+        :func:`~tnbayes.inference.budget.filter_budget`); ``rows_in_memory``: the rows are a tensor, not streamed
+        (only then does the smoothing hold rows out)."""
         budgeted = self.time_budget is not None
         chosen = [name for name in ("max_rank", "batch_size") if getattr(self, name) == "auto"] if budgeted else []
         if fixed_num_basis or self.num_basis is not None:
@@ -357,21 +358,20 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         # the smoothing sweeps every row at a fraction of the filter's cost per row: its seconds (for the first,
         # largest candidate; at most a share of the budget, then over fewer rows) are kept from the filter's budget
         budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
-        smoothing_cost = tt_smoothing_seconds_per_row(num_dims, sizes[0], ranks[0]) \
-            if self._smooths(num_dims, sizes[0], ranks[0]) else 0.0
-        reserve = num_rows * smoothing_cost if budget is None else min(num_rows * smoothing_cost,
-                                                                       SMOOTHING_BUDGET_SHARE * budget)
+        smooths = self._smooths(num_dims, sizes[0], ranks[0])
+        everything = self._planned_smoothing_seconds(num_dims, sizes[0], ranks[0], num_rows, rows_in_memory) \
+            if smooths else 0.0
+        reserve = everything if budget is None else min(everything, SMOOTHING_BUDGET_SHARE * budget)
         plan = plan_within_budget(candidates, seconds_per_row, num_rows, None if budget is None else budget - reserve,
                                   max_rows=given_max_rows(self.max_rows, num_rows), chosen=chosen)
         self.max_rank_, self.batch_size_ = plan.settings["max_rank"], int(plan.settings["batch_size"])
-        smoothing_rows = num_rows if smoothing_cost == 0 or reserve >= num_rows * smoothing_cost else \
-            min(num_rows, max(plan.rows, int(reserve // smoothing_cost)))
+        smoothing_rows, predicted = num_rows, everything
+        if smooths:
+            smoothing_rows, predicted = self._plan_smoothing(num_dims, sizes[0], ranks[0], num_rows, plan.rows,
+                                                             reserve, rows_in_memory)
         self._store_plan(plan, rule_num_basis=int(rule_num_basis), smoothing_rows=smoothing_rows,
                          smoothing_reserve=reserve if budget is not None else 0.0,
-                         smoothing_predicted_seconds=smoothing_rows * smoothing_cost)
-        if smoothing_cost:
-            self._report(f"smoothing planned over {smoothing_rows} rows, {TT_SMOOTHING_PLANNED_SWEEPS} sweeps, "
-                         f"predicted {smoothing_rows * smoothing_cost:.1f} s (kept from the filter's budget).")
+                         smoothing_predicted_seconds=predicted)
         return int(plan.settings["num_basis"])
 
     def _budget_settings_text(self, settings: Mapping[str, Any]) -> str:
@@ -400,7 +400,8 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         hyperparameter_seconds = time.perf_counter() - fit_start
         self.mean_constant_ = float(self.mean_constant)
         num_rows = X.num_rows if isinstance(X, StreamedRows) else int(X.shape[0])
-        self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows, time.perf_counter() - fit_start)
+        self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows, time.perf_counter() - fit_start,
+                                      rows_in_memory=isinstance(X, torch.Tensor))
         self.num_basis_ = self.basis_.num_basis if self._hilbert else int(self.basis_.mode_sizes[0])
         kalman = TTBatchKalmanFilter(self._prior_root(), tol=float(self.tol), max_rank=self.max_rank_,
                                      generator=torch.Generator().manual_seed(int(self.seed)))

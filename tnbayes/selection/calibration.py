@@ -23,7 +23,8 @@ import math
 import torch
 
 __all__ = ["HELD_OUT_FRACTION", "LOST_DATA_ERROR_RATIO", "MIN_HELD_OUT_ROWS", "NOISE_ESTIMATES",
-           "PrequentialResiduals", "additive_variance_estimate", "check_noise_estimate", "held_out_rows",
+           "PrequentialResiduals", "additive_variance_estimate", "check_noise_estimate", "held_out_count",
+           "held_out_rows",
            "proportional_noise_estimate"]
 
 #: the ``noise_estimate`` values of every model that offers one: ``"held_out"`` (the noise the model's errors on
@@ -139,6 +140,23 @@ class PrequentialResiduals:
                 f"errors on its last {self.num_collected} rows, each predicted before it was processed, call for.")
 
 
+def held_out_count(num_rows: int, *, fraction: float = HELD_OUT_FRACTION) -> int:
+    """How many of ``num_rows`` rows :func:`held_out_rows` holds out: ``fraction`` of them, rounded, or 0 when
+    fewer than :data:`MIN_HELD_OUT_ROWS` would be held out or left.
+
+    Parameters
+    ----------
+    num_rows : int
+    fraction : float
+
+    Returns
+    -------
+    int
+    """
+    held = int(round(float(fraction) * int(num_rows)))
+    return 0 if held < MIN_HELD_OUT_ROWS or int(num_rows) - held < MIN_HELD_OUT_ROWS else held
+
+
 def held_out_rows(num_rows: int, seed: int, *, fraction: float = HELD_OUT_FRACTION,
                   device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """A seeded random split of ``range(num_rows)`` into fitted and held-out rows.
@@ -158,8 +176,8 @@ def held_out_rows(num_rows: int, seed: int, *, fraction: float = HELD_OUT_FRACTI
     (fitted, held_out) : tuple of torch.Tensor of shape (N − n_h,) and (n_h,), or None
         Sorted row indices; None when fewer than :data:`MIN_HELD_OUT_ROWS` rows would be held out.
     """
-    held = int(round(float(fraction) * int(num_rows)))
-    if held < MIN_HELD_OUT_ROWS or int(num_rows) - held < MIN_HELD_OUT_ROWS:
+    held = held_out_count(num_rows, fraction=fraction)
+    if not held:
         return None
     order = torch.randperm(int(num_rows), generator=torch.Generator().manual_seed(int(seed)))
     return order[held:].sort().values.to(device), order[:held].sort().values.to(device)
