@@ -45,13 +45,15 @@ import torch
 from benchmarks._common import fit_cost_constants, header, output_path
 from tnbayes import TTKalmanGP
 from tnbayes.basis import HilbertBasis
-from tnbayes.inference.budget import (TT_KALMAN_COST, TT_SMOOTHING_COST, tt_kalman_row_features,
-                                     tt_kalman_seconds_per_row, tt_smoothing_features)
-from tnbayes.selection.calibration import held_out_count
+from tnbayes.inference.budget import (TT_KALMAN_COST, TT_SMOOTHING_COST, TT_SMOOTHING_PLANNED_SWEEPS,
+                                     tt_kalman_row_features, tt_kalman_seconds_per_row, tt_smoothing_features)
 from tnbayes.inference.kalman import kalman_batch_update
+from tnbayes.selection.calibration import held_out_count
 from tnbayes.tensors.tt import TTVector
 
 LENGTHSCALE, OUTPUTSCALE, NOISE, BATCH = 1.4, 1.3, 0.05, 8
+#: ``max_sweeps`` of the ``--fit-smoothing`` fits
+SMOOTHING_SWEEPS = 3
 
 
 def _problem(D: int, M: int, rows: int):
@@ -167,13 +169,17 @@ def _smoothing_case(D: int, M: int, rank: int, rows: int, held_out: bool) -> dic
     """One ``--fit-smoothing`` fit: the smoothing's measured seconds and its features, counted as it ran."""
     X, y, _, _ = _problem(D, M, rows)
     model = TTKalmanGP(num_basis=M, max_rank=rank, lengthscale=LENGTHSCALE, outputscale=OUTPUTSCALE,
-                       noise_variance=None if held_out else NOISE, time_budget=None, max_sweeps=3, sweep_tol=0.0,
-                       normalize_y=False).fit(X[:rows].numpy(), y[:rows].numpy())
-    if model.rows_used_ != rows or model.smoothing_sweeps_ == 0:
-        raise RuntimeError(f"D={D} M={M} rank {rank}: {model.rows_used_} rows filtered, "
-                           f"{model.smoothing_sweeps_} sweeps; expected {rows} rows, smoothed.")
+                       noise_variance=None if held_out else NOISE, time_budget=None, max_sweeps=SMOOTHING_SWEEPS,
+                       sweep_tol=0.0, normalize_y=False).fit(X[:rows].numpy(), y[:rows].numpy())
+    capped = tuple([1] + [min(rank, M ** min(k, D - k)) for k in range(1, D)] + [1])  # the ranks the features assume
+    if model.rows_used_ != rows or model.smoothing_sweeps_ == 0 or model.posterior_mean_tt_.ranks != capped:
+        raise RuntimeError(f"D={D} M={M} rank {rank}: {model.rows_used_} rows filtered, {model.smoothing_sweeps_} "
+                           f"sweeps, ranks {model.posterior_mean_tt_.ranks}; expected {rows} rows, smoothed, ranks "
+                           f"{capped}.")
     held = held_out_count(rows) if held_out else 0
-    passes = [(rows - held, 3), (rows, model.smoothing_sweeps_)] if held else [(rows, model.smoothing_sweeps_)]
+    refit_sweeps = min(TT_SMOOTHING_PLANNED_SWEEPS, SMOOTHING_SWEEPS)  # as the model's held-out refit runs
+    passes = [(rows - held, refit_sweeps), (rows, model.smoothing_sweeps_)] if held else \
+        [(rows, model.smoothing_sweeps_)]
     features = dict.fromkeys(TT_SMOOTHING_COST, 0.0)
     for streamed, sweeps in passes:
         for name, value in tt_smoothing_features(D, M, rank, streamed, sweeps=sweeps).items():

@@ -15,6 +15,7 @@ from tnbayes.inference.budget import (
     TNKF_RANK_LADDER,
     TNKF_SUBSET_CAPS,
     TNKF_SUBSET_MIN_ROWS,
+    SMOOTHING_BUDGET_SHARE,
     TT_SMOOTHING_COST,
     BudgetWarning,
     largest_rows_within_budget,
@@ -22,6 +23,7 @@ from tnbayes.inference.budget import (
     tnkf_seconds_per_row,
     tt_kalman_seconds_per_row,
     tt_smoothing_features,
+    tt_smoothing_seconds,
 )
 from tnbayes.inference.tt_als import TTALS
 from tnbayes.selection.calibration import held_out_count, held_out_rows
@@ -332,40 +334,52 @@ def test_tnkf_block_cost_factor_falls_from_one_to_the_measured_factor():
 @pytest.mark.parametrize("held_out", [False, True])
 def test_smoothing_features_count_the_systems_the_smoothing_solves(monkeypatch, held_out):
     """The smoothing's cost features count the core systems TTKalmanGP's smoothing solves, the rows each one
-    accumulates and their sizes, as a wrapper of ``TTALS._system`` records them: two sweeps and the Laplace pass with
-    the noise given; with it estimated on held-out rows, one sweep (``max_sweeps=1``) without them, its Laplace pass,
-    then one over every row and its Laplace pass."""
+    accumulates and their sizes, as a wrapper of ``TTALS._system`` records them (the sizes of the systems it returns):
+    two sweeps and the Laplace pass with the noise given; with it estimated on held-out rows, two sweeps and the
+    Laplace pass without them, then two over every row (no budget stops them) and the Laplace pass. With D = 4, M = 3
+    and rank 4 the first core is square (r_0 M = r_1), so the Laplace pass skips it."""
     solved = []
     system = TTALS._system
 
     def counted(engine, k, *args, **kwargs):
-        rows = sum(int(chunk_y.shape[0]) for _, chunk_y in engine.rows())
-        solved.append((rows, engine.cores[k].numel()))
-        return system(engine, k, *args, **kwargs)
+        gram, rhs, targets_squared = system(engine, k, *args, **kwargs)
+        solved.append((sum(int(chunk_y.shape[0]) for _, chunk_y in engine.rows()), gram.shape[0]))
+        return gram, rhs, targets_squared
 
     monkeypatch.setattr(TTALS, "_system", counted)
-    X, y = _data(300, 3)
-    D, M, rank = 3, 4, 3
+    X, y = _data(300, 4)
+    D, M, rank = 4, 3, 4
     fixed = {name: value for name, value in TT_FIXED.items() if not (held_out and name == "noise_variance")}
-    model = _quiet(tnbayes.TTKalmanGP(num_basis=M, max_rank=rank, time_budget=None, max_sweeps=1 if held_out else 2,
-                                      sweep_tol=0.0, **fixed), X, y)
-    assert model.posterior_mean_tt_.ranks == (1, rank, rank, 1)  # the ranks the features assume: at the cap
-    assert model.smoothing_sweeps_ == (1 if held_out else 2) and model.smoothing_seconds_ > 0
+    model = _quiet(tnbayes.TTKalmanGP(num_basis=M, max_rank=rank, time_budget=None, max_sweeps=2, sweep_tol=0.0,
+                                      **fixed), X, y)
+    assert model.posterior_mean_tt_.ranks == (1, 3, 4, 3, 1)  # the ranks the features assume: at the cap
+    assert model.smoothing_sweeps_ == 2 and model.smoothing_seconds_ > 0
     held = held_out_count(300) if held_out else 0
+    passes = [tt_smoothing_features(D, M, rank, rows, sweeps=2) for rows in ((240, 300) if held_out else (300,))]
+    features = {name: sum(p[name] for p in passes) for name in TT_SMOOTHING_COST}
     assert held == (60 if held_out else 0)
-    features = tt_smoothing_features(D, M, rank, 300, sweeps=1 if held_out else 2, held_out_rows=held)
-    assert features["system"] == len(solved)
+    assert features["system"] == len(solved) == len(passes) * (3 + 4 + 4 + 2 + 3)  # sweeps 3 + 4 + 4 + 2, Laplace 3
     assert features["gram_entry"] == sum(rows * size * size for rows, size in solved)
     assert features["solve_flop"] == sum(size ** 3 for _, size in solved)
-    # the plan predicted what ran (without a budget it is not kept from anything, but still predicted)
+    if held_out:  # the budget plans one sweep over all rows after the refit
+        planned = tt_smoothing_features(D, M, rank, 300, sweeps=2, held_out_rows=held)
+        final = tt_smoothing_features(D, M, rank, 300, sweeps=1)
+        assert planned == {name: passes[0][name] + final[name] for name in planned}
     assert model.budget_["smoothing_predicted_seconds"] == pytest.approx(
-        sum(TT_SMOOTHING_COST[name] * value for name, value in features.items()), rel=1e-12)
+        tt_smoothing_seconds(D, M, rank, 300, sweeps=2, held_out_rows=held), rel=1e-12)
 
 
-@pytest.mark.parametrize("rows", [0, 10, 149, 150, 151, 152, 300, 1001])
-def test_held_out_count_is_the_size_of_the_held_out_split(rows):
+def test_smoothing_cost_model_needs_two_inputs():
+    with pytest.raises(ValueError, match="num_dims >= 2"):
+        tt_smoothing_features(1, 8, 4, 100)
+
+
+@pytest.mark.parametrize("rows, held", [(0, 0), (10, 0), (147, 0), (148, 30), (150, 30), (152, 30), (300, 60),
+                                        (1001, 200)])
+def test_held_out_count_is_the_size_of_the_held_out_split(rows, held):
+    """A fifth of the rows, rounded, when at least 30 are held out and 30 left."""
     split = held_out_rows(rows, seed=3)
-    assert held_out_count(rows) == (0 if split is None else int(split[1].numel()))
+    assert held_out_count(rows) == held == (0 if split is None else int(split[1].numel()))
 
 
 def test_budget_keeps_the_smoothing_planned_with_its_held_out_refit():
@@ -383,8 +397,6 @@ def test_budget_keeps_the_smoothing_planned_with_its_held_out_refit():
 def test_budget_smooths_the_most_rows_its_share_affords():
     """When the smoothing over every row would take more than its share of the budget, the plan smooths the most
     rows whose predicted seconds fit the share (and at least the rows the filter streams)."""
-    from tnbayes.inference.budget import SMOOTHING_BUDGET_SHARE, tt_smoothing_seconds
-
     X, y = _data(3000, 3)
     D, M, rank = 3, 8, 7  # systems large enough that the rows, not the fixed costs, dominate the smoothing's seconds
     everything = tt_smoothing_seconds(D, M, rank, 3000)

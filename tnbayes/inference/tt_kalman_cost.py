@@ -10,8 +10,9 @@ tt_kalman_cost --fit`` (the filter) and ``python -m benchmarks tt_kalman_cost --
 * **Smoothing** (:func:`tt_smoothing_features`, :data:`TT_SMOOTHING_COST`): the ALS sweeps and the Laplace pass of
   :mod:`tnbayes.inference.tt_als` solve one core system at a time, of size s_k = r_{k−1} M r_k; each accumulates
   the normal equations over the rows (s_k² per row, and the interfaces of the other cores) and solves them (s_k³).
-  The model counts the systems the smoothing runs at least: :data:`TT_SMOOTHING_PLANNED_SWEEPS` sweeps and the
-  Laplace pass, after a refit of the same on the rows not held out when the noise is estimated on held-out rows.
+  The model counts the systems of the smoothing the budget plans: :data:`TT_SMOOTHING_PLANNED_SWEEPS` sweeps and
+  the Laplace pass, or, when the noise is estimated on held-out rows, those on the other rows and then one sweep and
+  the Laplace pass over all (the smoothing goes on while the budget lasts, and ``sweep_tol`` can stop it sooner).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ TT_KALMAN_COST: dict[str, float] = {
 }
 #: seconds per unit of each smoothing feature (:func:`tt_smoothing_features`)
 TT_SMOOTHING_COST: dict[str, float] = {
-    "gram_entry": 2.7e-11,
-    "row_interface": 4.25e-10,
-    "solve_flop": 1.96e-11,
+    "gram_entry": 2.99e-11,
+    "row_interface": 4.31e-10,
+    "solve_flop": 1.71e-11,
     "system": 0.00113,
 }
 #: sweeps the budget plans the smoothing for (the smoothing runs at least these, more while the budget lasts)
@@ -80,39 +81,55 @@ def tt_kalman_seconds_per_row(num_dims: int, num_basis: int, max_rank: int | Non
     return sum(TT_KALMAN_COST[name] * value for name, value in features.items())
 
 
-def _systems_per_core(num_dims: int, sweeps: int) -> list[int]:
-    """Core systems solved per core by ``sweeps`` ALS sweeps and the Laplace pass (:class:`~tnbayes.inference.tt_als.
-    TTALS`: the first sweep solves every core going right and all but the last going left, each later sweep all but
-    the first going right; the Laplace pass solves each core once)."""
+def _sweep_systems_per_core(num_dims: int, sweeps: int) -> list[int]:
+    """Core systems solved per core by ``sweeps`` ALS sweeps (:meth:`~tnbayes.inference.tt_als.TTALS.run`: the first
+    sweep solves every core going right and all but the last going left, each later sweep all but the first going
+    right)."""
     D, S = int(num_dims), int(sweeps)
-    return [S + 2] + [2 * S + 1] * (D - 2) + [S + 1]
+    return [S + 1] + [2 * S] * (D - 2) + [S]
+
+
+def _laplace_system_sizes(ranks: list[int], num_basis: int) -> list[int]:
+    """Sizes of the systems of the Laplace pass (:meth:`~tnbayes.inference.tt_als.TTALS.laplace`): core k < D − 1 in
+    the complement of its left-orthonormal core, (r_{k−1} M − r_k) r_k (none when that is 0), the last core whole."""
+    D, M = len(ranks) - 1, int(num_basis)
+    sizes = [(ranks[k] * M - ranks[k + 1]) * ranks[k + 1] for k in range(D - 1)] + [ranks[D - 1] * M]
+    return [size for size in sizes if size > 0]
 
 
 def tt_smoothing_features(num_dims: int, num_basis: int, max_rank: int | None, rows: int, *,
                           sweeps: int = TT_SMOOTHING_PLANNED_SWEEPS,
                           held_out_rows: int = 0) -> dict[str, float]:
-    """Cost features of TTKalmanGP's ALS smoothing over ``rows`` rows (D ≥ 2).
+    """Cost features of TTKalmanGP's ALS smoothing over ``rows`` rows.
 
     Parameters
     ----------
     num_dims, num_basis, max_rank
-        D, M and the rank cap (None: the largest rank the modes allow), as in :func:`tt_kalman_row_features`.
+        D (≥ 2), M and the rank cap (None: the largest rank the modes allow), as in :func:`tt_kalman_row_features`.
     rows : int
         Rows the smoothing sweeps.
     sweeps : int
         Sweeps of the smoothing (of the refit, with ``held_out_rows``).
     held_out_rows : int
         Rows held out to estimate the noise (0: none): ``sweeps`` sweeps and a Laplace pass over the other rows
-        first, then one sweep and a Laplace pass over all ``rows`` (what the smoothing runs at least).
+        first, then one sweep and a Laplace pass over all ``rows``.
 
     Returns
     -------
     dict
-        Over every core system solved (s_k = r_{k−1} M r_k for core k): ``gram_entry`` (rows · s_k², the normal
-        equations), ``row_interface`` (rows · Σ_j r_{j−1} M r_j, the other cores' interfaces and the design),
-        ``solve_flop`` (s_k³) and ``system`` (1): the units of :data:`TT_SMOOTHING_COST`.
+        Over every core system solved (of size s_k = r_{k−1} M r_k for core k in the sweeps, as
+        :func:`_laplace_system_sizes` in the Laplace pass): ``gram_entry`` (rows · s², the normal equations),
+        ``row_interface`` (rows · Σ_j r_{j−1} M r_j, the other cores' interfaces and the design), ``solve_flop``
+        (s³) and ``system`` (1): the units of :data:`TT_SMOOTHING_COST`.
+
+    Raises
+    ------
+    ValueError
+        For D < 2 (a single core has no rank to cap, and the model does not smooth it).
     """
     D, M = int(num_dims), int(num_basis)
+    if D < 2:
+        raise ValueError(f"The smoothing's cost model needs num_dims >= 2; got {num_dims}.")
     ranks = _tt_ranks(D, M, max_rank)
     sizes = [float(ranks[k] * M * ranks[k + 1]) for k in range(D)]
     entries = sum(sizes)
@@ -120,11 +137,12 @@ def tt_smoothing_features(num_dims: int, num_basis: int, max_rank: int | None, r
         [(int(rows) - int(held_out_rows), int(sweeps)), (int(rows), 1)]
     features = dict.fromkeys(TT_SMOOTHING_COST, 0.0)
     for streamed, count in passes:
-        for systems, size in zip(_systems_per_core(D, count), sizes):
-            features["gram_entry"] += systems * streamed * size * size
-            features["row_interface"] += systems * streamed * entries
-            features["solve_flop"] += systems * size ** 3
-            features["system"] += systems
+        systems = [size for size, solves in zip(sizes, _sweep_systems_per_core(D, count)) for _ in range(solves)]
+        for size in systems + [float(size) for size in _laplace_system_sizes(ranks, M)]:
+            features["gram_entry"] += streamed * size * size
+            features["row_interface"] += streamed * entries
+            features["solve_flop"] += size ** 3
+            features["system"] += 1
     return features
 
 

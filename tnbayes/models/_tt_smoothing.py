@@ -11,7 +11,7 @@ import time
 import torch
 
 from tnbayes.data import StreamedRows
-from tnbayes.inference.budget import TT_SMOOTHING_PLANNED_SWEEPS, tt_smoothing_seconds
+from tnbayes.inference.budget import TT_SMOOTHING_PLANNED_SWEEPS, largest_rows_within_budget, tt_smoothing_seconds
 from tnbayes.inference.tt_als import TTALS, TTLaplace
 from tnbayes.selection.calibration import held_out_count, held_out_rows, proportional_noise_estimate
 from tnbayes.tensors import TTVector, has_tt_state, tt_from_state, tt_state
@@ -38,9 +38,9 @@ class TTSmoothingMixin:
 
     def _planned_smoothing_seconds(self, num_modes: int, num_basis: int, max_rank: int | None, rows: int,
                                    rows_in_memory: bool) -> float:
-        """The cost model's seconds of what the smoothing over ``rows`` rows runs at least (:func:`~tnbayes.inference.
-        budget.tt_smoothing_seconds`: the planned sweeps, after a refit without the held-out rows when it holds
-        rows out)."""
+        """The cost model's seconds of the smoothing the budget plans over ``rows`` rows (:func:`~tnbayes.inference.
+        budget.tt_smoothing_seconds`: the planned sweeps, on the rows not held out when it holds rows out, then one
+        over all)."""
         held = held_out_count(rows) if self._holds_out_rows(rows_in_memory) else 0
         return tt_smoothing_seconds(num_modes, num_basis, max_rank, rows,
                                     sweeps=min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps)), held_out_rows=held)
@@ -52,18 +52,15 @@ class TTSmoothingMixin:
         def seconds(rows: int) -> float:
             return self._planned_smoothing_seconds(num_modes, num_basis, max_rank, rows, rows_in_memory)
 
-        fewest, most = min(num_rows, filter_rows), num_rows
-        if seconds(most) <= reserve:
-            fewest = most
-        while fewest < most:  # the predicted seconds grow with the rows
-            middle = (fewest + most + 1) // 2
-            fewest, most = (middle, most) if seconds(middle) <= reserve else (fewest, middle - 1)
+        fewest = min(num_rows, filter_rows)
+        rows = num_rows if seconds(num_rows) <= reserve else \
+            largest_rows_within_budget(seconds, num_rows, reserve, min_rows=fewest) or fewest
         sweeps = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
         passes = f"{sweeps} sweeps without the held-out rows, then 1 over all" \
             if self._holds_out_rows(rows_in_memory) else f"{sweeps} sweeps"
-        self._report(f"smoothing planned over {fewest} rows ({passes}), predicted {seconds(fewest):.1f} s (kept from "
+        self._report(f"smoothing planned over {rows} rows ({passes}), predicted {seconds(rows):.1f} s (kept from "
                      "the filter's budget).")
-        return fewest, seconds(fewest)
+        return rows, seconds(rows)
 
     def _smooth(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, rows: int, fit_start: float,
                 smooths: bool) -> float | None:

@@ -132,8 +132,9 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         Most ALS sweeps of the smoothing (a sweep solves every core left to right, then right to left).
     sweep_tol : float
         The smoothing stops when a sweep changes its objective by less than this fraction. With ``time_budget``
-        it also stops before a sweep that would end past the budget, after the
-        :data:`~tnbayes.inference.budget.TT_SMOOTHING_PLANNED_SWEEPS` sweeps the budget's plan includes.
+        it also stops before a sweep that would end past the budget, after the sweeps the budget's plan includes
+        (:data:`~tnbayes.inference.budget.TT_SMOOTHING_PLANNED_SWEEPS`; with the noise estimated on held-out
+        rows, those on the other rows, then one over all).
     early_stopping_tol : float, optional
         Stop filtering once a batch lowers tr(P) by less than this fraction of the reduction achieved by all
         batches so far, ``patience`` batches in a row (the posterior then conditions on the rows seen so far;
@@ -401,7 +402,7 @@ class TTKalmanGP(TTSmoothingMixin, TTKalmanBasisMixin, KalmanModelMixin, BaseMod
         self.mean_constant_ = float(self.mean_constant)
         num_rows = X.num_rows if isinstance(X, StreamedRows) else int(X.shape[0])
         self.basis_ = self._make_basis(extremes, self.lengthscale_, num_rows, time.perf_counter() - fit_start,
-                                      rows_in_memory=isinstance(X, torch.Tensor))
+                                       rows_in_memory=isinstance(X, torch.Tensor))
         self.num_basis_ = self.basis_.num_basis if self._hilbert else int(self.basis_.mode_sizes[0])
         kalman = TTBatchKalmanFilter(self._prior_root(), tol=float(self.tol), max_rank=self.max_rank_,
                                      generator=torch.Generator().manual_seed(int(self.seed)))

@@ -147,11 +147,14 @@ def held_out_count(num_rows: int, *, fraction: float = HELD_OUT_FRACTION) -> int
     Parameters
     ----------
     num_rows : int
+        Number of training rows N.
     fraction : float
+        Fraction of rows held out.
 
     Returns
     -------
     int
+        Rows held out, n_h.
     """
     held = int(round(float(fraction) * int(num_rows)))
     return 0 if held < MIN_HELD_OUT_ROWS or int(num_rows) - held < MIN_HELD_OUT_ROWS else held
