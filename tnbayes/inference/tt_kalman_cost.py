@@ -35,7 +35,8 @@ TT_SMOOTHING_COST: dict[str, float] = {
     "solve_flop": 1.71e-11,
     "system": 0.00113,
 }
-#: sweeps the budget plans the smoothing for (the smoothing runs at least these, more while the budget lasts)
+#: sweeps the budget plans the smoothing for (on the rows not held out when it holds rows out, then one over all;
+#: more run while the budget lasts)
 TT_SMOOTHING_PLANNED_SWEEPS = 3
 
 
