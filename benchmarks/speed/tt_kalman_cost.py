@@ -28,9 +28,9 @@ combination of ``--dims`` × ``--num-basis`` × ``--ranks`` (defaults as ``--fit
 and the Laplace pass; with the noise variance given, nothing held out), and, for each D of ``--held-out-dims``
 (default 8 and 16) at the first M and rank cap over the most rows, the default noise estimate too (the noise
 variance estimated, ``noise_estimate="held_out"``: three sweeps without the held-out rows, then three over all,
-which the features count as they ran). It fits
-``TT_SMOOTHING_COST`` (:func:`tnbayes.inference.budget.tt_smoothing_features`) to the relative error of the measured
-seconds and prints what the constants in use and the fitted ones predict.
+which the features count as they ran). It fits ``TT_SMOOTHING_COST``
+(:func:`tnbayes.inference.budget.tt_smoothing_features`) to the relative error of the measured seconds and prints what
+the constants in use and the fitted ones predict.
 """
 
 from __future__ import annotations
