@@ -137,13 +137,13 @@ def tt_smoothing_features(num_dims: int, num_basis: int, max_rank: int | None, r
     passes = [(int(rows), int(sweeps))] if not held_out_rows else \
         [(int(rows) - int(held_out_rows), int(sweeps)), (int(rows), 1)]
     features = dict.fromkeys(TT_SMOOTHING_COST, 0.0)
+    laplace = [(float(size), 1) for size in _laplace_system_sizes(ranks, M)]
     for streamed, count in passes:
-        systems = [size for size, solves in zip(sizes, _sweep_systems_per_core(D, count)) for _ in range(solves)]
-        for size in systems + [float(size) for size in _laplace_system_sizes(ranks, M)]:
-            features["gram_entry"] += streamed * size * size
-            features["row_interface"] += streamed * entries
-            features["solve_flop"] += size ** 3
-            features["system"] += 1
+        for size, solves in list(zip(sizes, _sweep_systems_per_core(D, count))) + laplace:
+            features["gram_entry"] += solves * streamed * size * size
+            features["row_interface"] += solves * streamed * entries
+            features["solve_flop"] += solves * size ** 3
+            features["system"] += solves
     return features
 
 

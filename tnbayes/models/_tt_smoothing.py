@@ -53,14 +53,14 @@ class TTSmoothingMixin:
             return self._planned_smoothing_seconds(num_modes, num_basis, max_rank, rows, rows_in_memory)
 
         fewest = min(num_rows, filter_rows)
-        rows = num_rows if seconds(num_rows) <= reserve else \
-            largest_rows_within_budget(seconds, num_rows, reserve, min_rows=fewest) or fewest
+        rows = largest_rows_within_budget(seconds, num_rows, reserve, min_rows=fewest) or fewest
+        predicted = seconds(rows)
         sweeps = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
         passes = f"{sweeps} sweeps without the held-out rows, then 1 over all" \
             if self._holds_out_rows(rows_in_memory) else f"{sweeps} sweeps"
-        self._report(f"smoothing planned over {rows} rows ({passes}), predicted {seconds(rows):.1f} s (kept from "
+        self._report(f"smoothing planned over {rows} rows ({passes}), predicted {predicted:.1f} s (kept from "
                      "the filter's budget).")
-        return rows, seconds(rows)
+        return rows, predicted
 
     def _smooth(self, X: torch.Tensor | StreamedRows, y: torch.Tensor | None, rows: int, fit_start: float,
                 smooths: bool) -> float | None:
