@@ -16,6 +16,7 @@ import torch
 
 from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
 from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
+from tnbayes.kernels import UnderflowSafeRBFKernel
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
 from tnbayes.tensors import TTVector, hierarchical_order
@@ -38,9 +39,11 @@ class KernelRowsMixin:
 
     def _make_kernel_module(self, num_dims: int) -> gpytorch.kernels.Kernel:
         """The GPyTorch kernel of the rows: ``ScaleKernel`` of the ARD SE or Matérn kernel with ``lengthscale_`` and
-        ``outputscale_``, in eval mode, of the model's dtype and device."""
+        ``outputscale_``, in eval mode, of the model's dtype and device (the SE kernel as
+        :class:`~tnbayes.kernels.UnderflowSafeRBFKernel`: kernel rows of inputs far apart on the lengthscale's scale are
+        exactly 0 there, without torch's slow exponentials of underflowing arguments)."""
         if self.kernel != "matern":
-            base = gpytorch.kernels.RBFKernel(ard_num_dims=num_dims)
+            base = UnderflowSafeRBFKernel(ard_num_dims=num_dims)
         else:
             base = gpytorch.kernels.MaternKernel(nu=float(self.nu), ard_num_dims=num_dims)
         module = gpytorch.kernels.ScaleKernel(base).to(dtype=self.dtype_, device=self.device_)

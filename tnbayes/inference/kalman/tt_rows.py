@@ -65,7 +65,7 @@ from tnbayes.tensors.tt_block import (
     block_outer,
     block_weighted_sum,
 )
-from tnbayes.tensors.tt_rounding import matvec_to_dense, tt_svd
+from tnbayes.tensors.tt_rounding import cores_to_dense, matvec_to_dense, tt_svd
 
 __all__ = ["BlockUpdateError", "TTKalmanFilter", "covariance_from_root"]
 
@@ -220,8 +220,9 @@ class TTKalmanFilter:
 
         With ``p = P e_entry`` the conditional mean is ``cᵀ(m − p m_entry / p_entry)`` and the conditional variance
         ``cᵀPc − (cᵀp)² / p_entry`` (a Schur complement, ≥ 0): the posterior of a model without that entry of the
-        state, given the same rows. In square-root mode ``cᵀp = (Lᵀc)ᵀ(Lᵀe)``, both contracted to dense vectors
-        (:func:`~tnbayes.tensors.tt_rounding.matvec_to_dense`; e is a rank-1 TT).
+        state, given the same rows. In square-root mode ``cᵀp = (Lᵀc)ᵀ(Lᵀe)``, both as dense vectors: ``Lᵀc`` by
+        :func:`~tnbayes.tensors.tt_rounding.matvec_to_dense`, ``Lᵀe`` (row ``entry`` of L) from L's cores sliced at
+        the entry's mode indices.
 
         Parameters
         ----------
@@ -234,17 +235,17 @@ class TTKalmanFilter:
         -------
         mean, variance : float
         """
-        digits = np.unravel_index(int(entry), self.shape)  # the TT mode indices, n_1 slowest
-        unit = TTVector([torch.nn.functional.one_hot(torch.tensor(int(digit)), size).to(row.cores[0]).reshape(1, -1, 1)
-                         for digit, size in zip(digits, self.shape)])
+        digits = [int(digit) for digit in np.unravel_index(int(entry), self.shape)]  # the TT mode indices, n_1 slowest
         mean = float(row.to_dense() @ self._dense_mean())
         own_mean = float(self._dense_mean()[int(entry)])
         if self.square_root:
             projected = matvec_to_dense(self.covariance_sqrt.cores, row.cores, transpose=True)  # Lᵀc
-            own = matvec_to_dense(self.covariance_sqrt.cores, unit.cores, transpose=True)  # Lᵀe
+            own = cores_to_dense([core[:, digit] for core, digit in zip(self.covariance_sqrt.cores, digits)])  # Lᵀe
             variance, cross, own_variance = (float(a @ b) for a, b in
                                              ((projected, projected), (projected, own), (own, own)))
         else:
+            unit = TTVector([torch.nn.functional.one_hot(torch.tensor(digit), size).to(row.cores[0]).reshape(1, -1, 1)
+                             for digit, size in zip(digits, self.shape)])
             column = self._covariance.matvec(unit)  # P e
             variance, cross, own_variance = (float(self._covariance.quadratic_form(row)), float(row.dot(column)),
                                              float(unit.dot(column)))
