@@ -8,6 +8,7 @@ import gpytorch
 import pytest
 import torch
 
+import tnbayes
 from tnbayes.kernels import UnderflowSafeRBFKernel, exp_flushing_underflow
 
 
@@ -56,13 +57,30 @@ def test_lengthscale_gradient_matches_gpytorch(ard):
     num_dims = 2
     reference, safe = _pair(num_dims, ard, torch.float64)
     x1, x2 = _inputs(torch.float64, num_dims)
-    
+
     weights = torch.rand(x1.shape[0], x2.shape[0], generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     gradients = []
     for kernel in (reference, safe):
         (kernel(x1, x2).to_dense() * weights).sum().backward()
         gradients.append(kernel.raw_lengthscale.grad.clone())
-    torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-12, atol=0.0)
+    torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-12, atol=0.0)  # GPyTorch's own backward or autograd
+
+
+def test_tnkf_builds_its_se_rows_with_the_underflow_safe_kernel():
+    generator = torch.Generator().manual_seed(2)
+    X = torch.rand(64, 1, generator=generator, dtype=torch.float64)
+    model = tnbayes.TNKF(lengthscale=0.01, outputscale=1.0, gamma=10.0, measurement_noise=0.1, prior_variance=1.0,
+                         max_rows=8).fit(X, torch.sin(6 * X[:, 0]))
+    assert isinstance(model.kernel_module_.base_kernel, UnderflowSafeRBFKernel)
+    Xs = model.x_scaler_.transform(X)
+    rows = model.kernel_matrix(Xs, Xs)
+    reference = gpytorch.kernels.RBFKernel().to(torch.float64)
+    reference.lengthscale = model.kernel_module_.base_kernel.lengthscale
+    with torch.no_grad():
+        expected = reference(Xs, Xs).to_dense() * float(model.outputscale_)
+    normal = expected >= torch.finfo(torch.float64).tiny
+    assert bool((~normal).any())  # some pairs beyond the reach of exp
+    assert torch.equal(rows[normal], expected[normal]) and bool((rows[~normal] == 0).all())
 
 
 def test_exp_flushing_underflow_in_place_and_with_gradient():

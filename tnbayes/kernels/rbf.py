@@ -5,9 +5,12 @@ the value drops below the dtype's smallest normal number, to a subnormal or to 0
 arguments on a slow path, many times slower per entry than ordinary ones (subnormal results slowest), so a dense
 kernel block of inputs far apart on the lengthscale's scale (short lengthscales, wide data: most pairs of the
 2¹⁴-point sinc of the TNKF paper) spends most of its time there. :func:`exp_flushing_underflow` sets those entries to
-0 without evaluating ``exp`` on them; :class:`UnderflowSafeRBFKernel` is ``gpytorch.kernels.RBFKernel`` with it.
-The entries that change are below ``finfo.tiny`` (2.2e-308 in float64) times the outputscale, and their gradient is
-0 instead of a number as small; every other entry and its gradient are GPyTorch's to the last bit. The measured effect is in docs/benchmarks.md.
+0 without evaluating ``exp`` on them (those whose argument is below ``log(finfo.tiny)``);
+:class:`UnderflowSafeRBFKernel` is ``gpytorch.kernels.RBFKernel`` with it. The entries that change are below
+``finfo.tiny`` (2.2e-308 in float64) times the outputscale, and their gradient is 0 instead of a number as small;
+every other entry is GPyTorch's to the last bit. Gradients come from autograd through GPyTorch's distance, where
+``RBFKernel`` with one lengthscale and inputs without gradients uses its own backward (``RBFCovariance``): the same
+gradient up to round-off. The measured effect is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ __all__ = ["UnderflowSafeRBFKernel", "exp_flushing_underflow"]
 
 
 def exp_flushing_underflow(exponent: torch.Tensor) -> torch.Tensor:
-    """``exp(exponent)`` with exactly 0 where it would be below the dtype's smallest normal number (``finfo.tiny``,
-    a subnormal or 0), without evaluating ``exp`` there.
+    """``exp(exponent)``, with exactly 0 where ``exponent < log(finfo.tiny)`` (where the value would be below the
+    dtype's smallest normal number: a subnormal or 0), without evaluating ``exp`` there.
 
     Parameters
     ----------
@@ -49,4 +52,4 @@ class UnderflowSafeRBFKernel(gpytorch.kernels.RBFKernel):
         ``diag``."""
         squared = self.covar_dist(x1.div(self.lengthscale), x2.div(self.lengthscale), square_dist=True, diag=diag,
                                   **params)
-        return exp_flushing_underflow(squared.div(-2.0))
+        return exp_flushing_underflow(squared.div_(-2.0))  # a new tensor: divided in place, as GPyTorch does
