@@ -76,7 +76,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     ----------
     kernel : {"se", "matern"}
         GPyTorch ARD kernel (wrapped in a ``ScaleKernel``) that builds the kernel rows: the squared exponential
-        (``"se"``, default; ``"rbf"`` is accepted as an alias) or Matérn-ν.
+        (``"se"``, default; ``"rbf"`` is accepted as an alias; :class:`~tnbayes.kernels.UnderflowSafeRBFKernel`,
+        exactly 0 where the value would be below the smallest normal number) or Matérn-ν.
     nu : float
         Matérn smoothness (0.5, 1.5, 2.5).
     lengthscale : float or sequence of float, optional
