@@ -57,7 +57,6 @@ def test_lengthscale_gradient_matches_gpytorch(ard):
     num_dims = 2
     reference, safe = _pair(num_dims, ard, torch.float64)
     x1, x2 = _inputs(torch.float64, num_dims)
-
     weights = torch.rand(x1.shape[0], x2.shape[0], generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     gradients = []
     for kernel in (reference, safe):
