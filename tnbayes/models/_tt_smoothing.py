@@ -31,6 +31,12 @@ class TTSmoothingMixin:
         return (self.smoothing == "als" and float(self.forgetting_factor) == 1.0 and max_rank is not None
                 and int(max_rank) < full_rank)
 
+    @property
+    def _planned_sweeps(self) -> int:
+        """Sweeps the budget plans the smoothing for (:data:`~tnbayes.inference.budget.TT_SMOOTHING_PLANNED_SWEEPS`,
+        at most ``max_sweeps``)."""
+        return min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
+
     def _holds_out_rows(self, rows_in_memory: bool) -> bool:
         """Whether the smoothing estimates the noise on held-out rows (rows in memory, ``noise_estimate="held_out"``
         and no ``noise_variance`` given; :meth:`_smooth`)."""
@@ -43,7 +49,7 @@ class TTSmoothingMixin:
         over all)."""
         held = held_out_count(rows) if self._holds_out_rows(rows_in_memory) else 0
         return tt_smoothing_seconds(num_modes, num_basis, max_rank, rows,
-                                    sweeps=min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps)), held_out_rows=held)
+                                    sweeps=self._planned_sweeps, held_out_rows=held)
 
     def _plan_smoothing(self, num_modes: int, num_basis: int, max_rank: int | None, num_rows: int,
                         filter_rows: int, reserve: float, rows_in_memory: bool) -> tuple[int, float]:
@@ -55,9 +61,8 @@ class TTSmoothingMixin:
         fewest = min(num_rows, filter_rows)
         rows = largest_rows_within_budget(seconds, num_rows, reserve, min_rows=fewest) or fewest
         predicted = seconds(rows)
-        sweeps = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
-        passes = f"{sweeps} sweeps without the held-out rows, then 1 over all" \
-            if self._holds_out_rows(rows_in_memory) else f"{sweeps} sweeps"
+        passes = f"{self._planned_sweeps} sweeps without the held-out rows, then 1 over all" \
+            if self._holds_out_rows(rows_in_memory) else f"{self._planned_sweeps} sweeps"
         self._report(f"smoothing planned over {rows} rows ({passes}), predicted {predicted:.1f} s (kept from "
                      "the filter's budget).")
         return rows, predicted
@@ -87,7 +92,7 @@ class TTSmoothingMixin:
         root, noise = self.prior_root_, self.measurement_noise_
         cores = [core / root[k].view(1, -1, 1) for k, core in enumerate(self.posterior_mean_tt_.cores)]
         deadline = None if self.time_budget is None else fit_start + float(self.time_budget)
-        planned = min(TT_SMOOTHING_PLANNED_SWEEPS, int(self.max_sweeps))
+        planned = self._planned_sweeps
         split = held_out_rows(rows, int(self.seed)) if self._holds_out_rows(isinstance(X, torch.Tensor)) else None
 
         def chunks():  # the first `rows` rows of the training order, as the filter saw them
