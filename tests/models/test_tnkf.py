@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tnbayes
+import tnbayes.models.tnkf as tnkf_module
 from tnbayes._model_file import payload_checksum
 from tnbayes.inference import DenseKalmanFilter
 from tnbayes.tensors import TTVector
@@ -162,6 +163,35 @@ def test_prediction_uses_the_compressed_row_of_the_measurement_model():
     L = model.posterior_cov_sqrt_tt_.to_dense()
     torch.testing.assert_close(post.mean, compressed @ alpha + y.mean(), rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(post.variance, ((compressed @ L) ** 2).sum(1) + 1e-2, rtol=1e-8, atol=1e-10)
+
+
+def test_prediction_batches_give_each_point_its_own_compressed_row(monkeypatch):
+    """Test rows are compressed in batches (tt_svd_batched); with a tolerance their ranks differ, and each row still
+    meets the row rule's bound; the result does not depend on the batch size, nor does the full covariance's diagonal
+    differ from the variances."""
+    X, y = _data(64, d=3, seed=7)
+    model = tnbayes.TNKF(lengthscale=0.8, outputscale=1.0, gamma=10.0, measurement_noise=1e-2,
+                         prior_variance=1.0, truncation={"row": 1e-3}, normalize_y=False).fit(X, y)
+    Xt, _ = _data(7, d=3, seed=8)
+    post = model.posterior(Xt)
+    k = torch.zeros(7, model.n_padded_, dtype=torch.float64)
+    k[:, :64] = model.kernel_matrix(model.x_scaler_.transform(Xt), model.train_inputs_)
+    ranks = {TTVector.from_dense(r, tuple(model.tt_shape_), tol=1e-3).ranks for r in k}
+    assert len(ranks) > 1  # the rows need different ranks
+    alpha, L = model.posterior_mean_tt_.to_dense(), model.posterior_cov_sqrt_tt_.to_dense()
+    dense_mean, dense_variance = k @ alpha + y.mean(), ((k @ L) ** 2).sum(1) + 1e-2
+    # within the row rule's error: |k̃ᵀα − kᵀα| ≤ 1e-3 ‖k‖ ‖α‖, and ‖Lᵀk̃‖ within 1e-3 ‖k‖ ‖L‖₂ of ‖Lᵀk‖
+    bound = 1e-3 * k.norm(dim=1) * 1.000001
+    assert bool(((post.mean - dense_mean).abs() <= bound * alpha.norm()).all())
+    spectral = float(torch.linalg.matrix_norm(L, ord=2))
+    assert bool(((post.variance - 1e-2).sqrt() - (dense_variance - 1e-2).sqrt()).abs().le(bound * spectral).all())
+    monkeypatch.setattr(tnkf_module, "_PREDICTION_BATCH_ENTRIES", 2 * model.n_padded_)  # two rows per batch
+    small = model.posterior(Xt)
+    torch.testing.assert_close(small.mean, post.mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(small.variance, post.variance, rtol=1e-12, atol=1e-12)
+    joint = model.posterior(Xt, full_covariance=True)
+    torch.testing.assert_close(joint.mean, post.mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.diagonal(joint.covariance), post.variance, rtol=1e-10, atol=1e-12)
 
 
 def test_classifier_two_labels_and_probabilities():

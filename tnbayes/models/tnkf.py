@@ -36,7 +36,8 @@ from tnbayes.models.registry import register_model
 from tnbayes.selection.calibration import PrequentialResiduals, check_noise_estimate
 from tnbayes.selection.cross_validation import lssvm_cross_validation_score
 from tnbayes.selection.input_box import OutOfBoxWarning
-from tnbayes.tensors import TTMatrix, TTVector, has_tt_state, matvec_to_dense, tt_from_state, tt_gram, tt_state
+from tnbayes.tensors import (TTMatrix, TTVector, cores_to_dense, has_tt_state, matvec_to_dense, tt_from_state, tt_gram,
+                             tt_state, tt_svd_batched)
 from tnbayes.tensors.shapes import tensorize_shape
 
 __all__ = ["TNKF", "TNKFClassifier", "DEFAULT_BLOCK_SIZE", "DEFAULT_TRUNCATION", "KERNELS", "ROW_ORDERS",
@@ -58,6 +59,8 @@ DEFAULT_BLOCK_SIZE = 16
 #: an input whose kernel values to every training input are below this share of the prior variance is beyond the
 #: data's reach: its latent variance is the prior's (the dual weights say nothing about it) and a warning is shown
 FAR_FROM_DATA_KERNEL_RATIO = 1e-3
+#: test rows compressed in one batched TT-SVD at prediction: at most this many kernel entries (32 MiB in float64)
+_PREDICTION_BATCH_ENTRIES = 2**22
 
 
 class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
@@ -515,20 +518,20 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         rule = self._truncation_rules()["row"]
         L = self.posterior_cov_sqrt_tt_
         means, variances, projections, reach = [], [], [], []
-        block = self._block_rows(n)
+        alpha_dense = alpha.to_dense()
+        block = max(1, min(self._block_rows(n), _PREDICTION_BATCH_ENTRIES // self.n_padded_))
         for first in range(0, X.shape[0], block):
             k = torch.zeros(min(block, X.shape[0] - first), self.n_padded_, dtype=self.dtype_, device=self.device_)
             k[:, :n] = self.kernel_matrix(X[first:first + block], self.train_inputs_)
             reach.append(k[:, :n].abs().amax(dim=1) / float(self.outputscale_))
-            for row in k:
-                # the row compressed as the training rows were: the filter's own measurement model
-                row_tt = TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank)
-                means.append(row_tt.dot(alpha) + self.bias_)
-                if full_covariance:
-                    projections.append(L.T.matvec(row_tt))
-                else:  # ‖Lᵀk‖² from the dense product, O(N r_L r_k): far cheaper than contracting the TTs
-                    variances.append(matvec_to_dense(L.cores, row_tt.cores, transpose=True).square().sum())
-        mean = torch.stack(means)
+            # each row compressed as the training rows were (the filter's own measurement model), in one batch
+            rows = tt_svd_batched(k, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank)
+            means.append(cores_to_dense(rows) @ alpha_dense + self.bias_)
+            if full_covariance:
+                projections.extend(L.T.matvec(TTVector([core[i] for core in rows])) for i in range(k.shape[0]))
+            else:  # ‖Lᵀk‖² from the dense products, O(N r_L r_k): far cheaper than contracting the TTs
+                variances.append(matvec_to_dense(L.cores, rows, transpose=True).square().sum(dim=1))
+        mean = torch.cat(means)
         # beyond the kernel's reach the rows vanish, so k*ᵀ P k* does too: there the model knows nothing but the
         # prior, whose variance (outputscale) the latent gets instead of the in-sample one
         unreached = torch.cat(reach) < FAR_FROM_DATA_KERNEL_RATIO
@@ -539,7 +542,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
                       f"with the prior's variance.", OutOfBoxWarning)
         prior = torch.where(unreached, float(self.outputscale_), 0.0).to(mean.dtype)
         if not full_covariance:
-            return mean, torch.maximum(torch.stack(variances).to(mean.dtype).clamp_min(0.0), prior)
+            return mean, torch.maximum(torch.cat(variances).to(mean.dtype).clamp_min(0.0), prior)
         return mean, tt_gram(projections) + torch.diag(prior)
 
     # ------------------------------------------------------------------ persistence

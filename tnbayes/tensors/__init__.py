@@ -5,6 +5,7 @@
   design rows, predictions, the prefix/suffix products ALS and Laplace share).
 - :mod:`~tnbayes.tensors.tt` — :class:`TTVector`, :class:`TTMatrix` and :func:`tt_gram`.
 - :mod:`~tnbayes.tensors.tt_rounding` — TT-SVD, TT-rounding, block sums on plain core lists.
+- :mod:`~tnbayes.tensors.tt_batched` — TT-SVDs of many dense vectors in one batch (TTs of shared ranks, stacked).
 - :mod:`~tnbayes.tensors.tt_randomized` — randomized rounding of a sum of TTs without forming it.
 - :mod:`~tnbayes.tensors.tt_update_rounding` — deterministic rounding of a TT-matrix plus an outer product, from Gram
   matrices, without forming the sum.
@@ -29,6 +30,7 @@ from .tt_randomized import randomized_round_sum
 from .tt_rounding import (block_sum, cores_to_dense, left_orthogonalize, matvec_to_dense, right_orthogonalize,
                           round_cores, truncation_rank, tt_svd)
 from .tt_state import has_tt_state, tt_from_state, tt_state
+from .tt_batched import tt_svd_batched
 from .tt_update_rounding import round_rank_one_update
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "tt_gram",
     "tt_state",
     "tt_svd",
+    "tt_svd_batched",
     "check_cpd_factors",
     "cpd_factor_grams",
     "cpd_hadamard_gram",

@@ -99,11 +99,12 @@ def cores_to_dense(cores: Sequence[torch.Tensor]) -> torch.Tensor:
 
     Parameters
     ----------
-    cores : sequence of torch.Tensor of shape (r_{k-1}, n_k, r_k)
+    cores : sequence of torch.Tensor of shape (r_{k-1}, n_k, r_k), or (B, r_{k-1}, n_k, r_k)
+        One TT, or B TTs of equal ranks (e.g. a :class:`~tnbayes.tensors.tt_batched.TTBatch`'s cores).
 
     Returns
     -------
-    torch.Tensor of shape (n_1·…·n_d,)
+    torch.Tensor of shape (n_1·…·n_d,), or (B, n_1·…·n_d)
         Index order of the modes: n_1 slowest.
 
     Notes
@@ -113,15 +114,16 @@ def cores_to_dense(cores: Sequence[torch.Tensor]) -> torch.Tensor:
     product near N·r.
     """
     d = len(cores)
-    sizes = [int(c.shape[1]) for c in cores]
+    batch = tuple(cores[0].shape[:-3])
+    sizes = [int(c.shape[-2]) for c in cores]
     split = middle_bond(sizes)
-    left = cores[0].reshape(sizes[0], -1)
+    left = cores[0].reshape(*batch, sizes[0], -1)
     for core in cores[1:split]:
-        left = (left @ core.reshape(core.shape[0], -1)).reshape(-1, core.shape[2])
-    right = cores[-1].reshape(cores[-1].shape[0], -1)
+        left = (left @ core.reshape(*batch, core.shape[-3], -1)).reshape(*batch, -1, core.shape[-1])
+    right = cores[-1].reshape(*batch, cores[-1].shape[-3], -1)
     for core in reversed(cores[split:-1]):
-        right = (core.reshape(-1, core.shape[2]) @ right).reshape(core.shape[0], -1)
-    return (left @ right).reshape(-1) if split < d else left.reshape(-1)
+        right = (core.reshape(*batch, -1, core.shape[-1]) @ right).reshape(*batch, core.shape[-3], -1)
+    return (left @ right).reshape(*batch, -1) if split < d else left.reshape(*batch, -1)
 
 
 def middle_bond(sizes: Sequence[int]) -> int:
@@ -154,14 +156,15 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
     ----------
     matrix : sequence of torch.Tensor of shape (r_{k-1}, m_k, n_k, r_k)
         The cores of ``A`` (row modes m, column modes n).
-    vector : sequence of torch.Tensor of shape (s_{k-1}, n_k, s_k)
-        The cores of ``x`` (modes m_k with ``transpose``).
+    vector : sequence of torch.Tensor of shape (s_{k-1}, n_k, s_k), or (B, s_{k-1}, n_k, s_k)
+        The cores of ``x`` (modes m_k with ``transpose``), or of B vectors of equal ranks (e.g. a
+        :class:`~tnbayes.tensors.tt_batched.TTBatch`'s cores).
     transpose : bool
         Compute ``Aᵀ x`` (contract the row modes).
 
     Returns
     -------
-    torch.Tensor of shape (m_1·…·m_d,)
+    torch.Tensor of shape (m_1·…·m_d,), or (B, m_1·…·m_d)
         (n_1·…·n_d with ``transpose``); n_1 slowest, as :func:`cores_to_dense`.
 
     Notes
@@ -173,30 +176,32 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
     if len(matrix) != len(vector):
         raise ValueError(f"matvec_to_dense needs as many vector cores as matrix cores; got {len(vector)} and "
                          f"{len(matrix)}.")
+    batch = tuple(vector[0].shape[:-3])
     cores = [c if transpose else c.transpose(1, 2) for c in matrix]  # (r, contracted q, output p, r')
     split = middle_bond([int(c.shape[2]) for c in cores])
-    left = cores[0].new_ones(1, 1, 1)  # (output so far, r_A, r_x)
+    left = cores[0].new_ones(*batch, 1, 1, 1)  # (output so far, r_A, r_x)
     for a, x in zip(cores[:split], vector[:split]):
-        (ra, q, p, ra1), rx1, size = a.shape, x.shape[2], left.shape[0]
-        part = (left.reshape(size * ra, -1) @ x.reshape(x.shape[0], -1)).reshape(size, ra * q, rx1)
-        part = part.transpose(1, 2).reshape(size * rx1, ra * q) @ a.reshape(ra * q, p * ra1)
-        left = part.reshape(size, rx1, p, ra1).permute(0, 2, 3, 1).reshape(size * p, ra1, rx1)
-    right = cores[0].new_ones(1, 1, 1)  # (r_A, r_x, output so far)
+        (ra, q, p, ra1), rx1, size = a.shape, x.shape[-1], left.shape[-3]
+        part = (left.reshape(*batch, size * ra, -1) @ x.reshape(*batch, x.shape[-3], -1)).reshape(*batch, size,
+                                                                                                   ra * q, rx1)
+        part = part.transpose(-1, -2).reshape(*batch, size * rx1, ra * q) @ a.reshape(ra * q, p * ra1)
+        left = part.reshape(*batch, size, rx1, p, ra1).movedim(-3, -1).reshape(*batch, size * p, ra1, rx1)
+    right = cores[0].new_ones(*batch, 1, 1, 1)  # (r_A, r_x, output so far)
     for a, x in zip(reversed(cores[split:]), reversed(vector[split:])):
-        (ra, q, p, ra1), rx, size = a.shape, x.shape[0], right.shape[2]
-        part = x.reshape(rx * q, -1) @ right.transpose(0, 1).reshape(x.shape[2], ra1 * size)
-        part = part.reshape(rx, q, ra1, size).permute(1, 2, 0, 3).reshape(q * ra1, rx * size)
+        (ra, q, p, ra1), rx, size = a.shape, x.shape[-3], right.shape[-1]
+        part = x.reshape(*batch, rx * q, -1) @ right.transpose(-3, -2).reshape(*batch, x.shape[-1], ra1 * size)
+        part = part.reshape(*batch, rx, q, ra1, size).movedim(-4, -2).reshape(*batch, q * ra1, rx * size)
         part = a.permute(0, 2, 1, 3).reshape(ra * p, q * ra1) @ part
-        right = part.reshape(ra, p, rx, size).permute(0, 2, 1, 3).reshape(ra, rx, p * size)
-    return (left.reshape(left.shape[0], -1) @ right.reshape(-1, right.shape[2])).reshape(-1)
+        right = part.reshape(*batch, ra, p, rx, size).transpose(-3, -2).reshape(*batch, ra, rx, p * size)
+    return (left.reshape(*batch, left.shape[-3], -1) @ right.reshape(*batch, -1, right.shape[-1])).reshape(*batch, -1)
 
 
-def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:
+def gram_rank(squares: torch.Tensor | Sequence[float], delta: float, max_rank: int | None) -> int:
     """:func:`truncation_rank` from the ascending eigenvalues of a Gram matrix (the squared singular values).
 
     Parameters
     ----------
-    squares : torch.Tensor of shape (k,)
+    squares : torch.Tensor of shape (k,), or k floats
         Non-decreasing, as ``torch.linalg.eigh`` returns them (round-off may make the smallest negative).
     delta : float
         Allowed Frobenius norm of the discarded singular values.
@@ -210,7 +215,7 @@ def gram_rank(squares: torch.Tensor, delta: float, max_rank: int | None) -> int:
     # ascending cumulative sums are the tails of the descending values: keep those whose tail exceeds delta² (a
     # loop over Python floats: the k ≤ a few hundred values cost less than the array calls of a cumulative sum)
     threshold, tail, keep = delta * delta, 0.0, 0
-    for value in squares.detach().tolist():
+    for value in squares.detach().tolist() if isinstance(squares, torch.Tensor) else squares:
         tail += max(value, 0.0)
         keep += tail > threshold
     keep = max(keep, 1)

@@ -1,0 +1,99 @@
+"""TT-SVDs of a batch of dense vectors against :func:`tt_svd` of each alone and against the dense vectors, and the
+batched contractions to dense vectors against the per-TT ones and dense products."""
+
+import math
+
+import pytest
+import torch
+
+from tnbayes.tensors import TTMatrix, TTVector, cores_to_dense, matvec_to_dense, tt_svd, tt_svd_batched
+
+SHAPE = (3, 3, 3, 3, 3, 3)
+N = math.prod(SHAPE)
+
+
+def _rows(count: int = 12, seed: int = 0, dtype: torch.dtype = torch.float64, noisy_every: int = 3) -> torch.Tensor:
+    """Kernel-like rows: smooth bumps at random centres (low TT ranks), every third (``noisy_every``) with noise
+    (full ranks)."""
+    g = torch.Generator().manual_seed(seed)
+    grid = torch.linspace(0, 1, N, dtype=torch.float64)
+    rows = [torch.exp(-(grid - float(centre)) ** 2 / 0.01) for centre in torch.rand(count, generator=g)]
+    noisy = [row + (0.3 * torch.randn(N, generator=g, dtype=torch.float64) if i % noisy_every == 0 else 0.0)
+             for i, row in enumerate(rows)]
+    return torch.stack(noisy).to(dtype)
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+@pytest.mark.parametrize(("tol", "cap"), [(0.0, 4), (1e-3, 3), (1e-9, 5)])
+def test_with_a_binding_cap_each_tt_is_the_one_tt_svd_gives_it_alone(tol, cap):
+    rows = _rows(noisy_every=1)
+    cores = tt_svd_batched(rows, SHAPE, tol=tol, max_rank=cap)
+    assert [c.shape[3] for c in cores] == [3, min(cap, 9), cap, cap, 3, 1]  # the cap binds for every row
+    dense = cores_to_dense(cores)
+    for b, row in enumerate(rows):
+        alone = tt_svd(row.reshape(SHAPE), tol=tol, max_rank=cap)
+        assert [c.shape for c in alone] == [c[b].shape for c in cores]
+        assert _relative(dense[b], cores_to_dense(alone)) < (1e-7 if tol == 0.0 else 1e-10)  # tol 0: to √eps
+        assert dense[b].dtype == row.dtype
+
+
+@pytest.mark.parametrize(("tol", "cap"), [(1e-3, None), (3e-2, None), (1e-2, 27), (1e-9, None)])
+def test_each_tt_meets_the_tolerance_of_its_own_norm(tol, cap):
+    rows = _rows()
+    dense = cores_to_dense(tt_svd_batched(rows, SHAPE, tol=tol, max_rank=cap))
+    for b, row in enumerate(rows):
+        alone = cores_to_dense(tt_svd(row.reshape(SHAPE), tol=tol, max_rank=cap))
+        error = _relative(dense[b], row)
+        assert error <= tol * (1 + 1e-6) + 1e-14
+        # as accurate as tt_svd alone, which may take the bonds in another order (see the docstring)
+        assert error <= 2 * _relative(alone, row) + 1e-14
+
+
+def test_lower_ranks_carry_zero_slices_that_represent_nothing():
+    rows = _rows(6)
+    product = torch.ones(N, dtype=torch.float64)  # rank 1 at every bond
+    rows[1] = product
+    cores = tt_svd_batched(rows, SHAPE, tol=1e-8)
+    assert max(c.shape[3] for c in cores) > 1  # the noisy rows keep more
+    torch.testing.assert_close(cores_to_dense([c[1] for c in cores]), product, rtol=1e-12, atol=1e-12)
+    # beyond its own rank 1 the basis columns of the rank-one row are zero
+    assert float(cores[0][1, :, :, 1:].abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_svd_route_matches_tt_svd(dtype):
+    rows = _rows(dtype=dtype)  # float32, or a tolerance below GRAM_MIN_TOL: LAPACK's SVD
+    tol = 1e-12 if dtype == torch.float64 else 1e-4
+    cores = tt_svd_batched(rows, SHAPE, tol=tol, max_rank=4)
+    dense = cores_to_dense(cores)
+    for b, row in enumerate(rows):
+        alone = cores_to_dense(tt_svd(row.reshape(SHAPE), tol=tol, max_rank=4))
+        assert _relative(dense[b], alone) < (1e-10 if dtype == torch.float64 else 1e-4)
+
+
+def test_batched_contractions_match_one_tt_at_a_time_and_dense_products():
+    g = torch.Generator().manual_seed(5)
+    matrix = TTMatrix([torch.randn(1 if k == 0 else 3, 3, 3, 1 if k == len(SHAPE) - 1 else 3, generator=g,
+                                   dtype=torch.float64) for k in range(len(SHAPE))])
+    cores = tt_svd_batched(_rows(5), SHAPE, tol=1e-6)
+    dense = cores_to_dense(cores)
+    assert dense.shape == (5, N)
+    for transpose in (False, True):
+        products = matvec_to_dense(matrix.cores, cores, transpose=transpose)
+        reference = dense @ (matrix.to_dense() if transpose else matrix.to_dense().T)
+        torch.testing.assert_close(products, reference, rtol=1e-10, atol=1e-10)
+        for b in range(5):
+            one = [c[b] for c in cores]
+            torch.testing.assert_close(dense[b], TTVector(one).to_dense(), rtol=1e-13, atol=1e-13)
+            torch.testing.assert_close(products[b], matvec_to_dense(matrix.cores, one, transpose=transpose),
+                                       rtol=1e-12, atol=1e-12)
+
+
+def test_rejects_tensors_that_do_not_fit_the_shape():
+    with pytest.raises(ValueError, match=r"shape \(B, 729\)"):
+        tt_svd_batched(torch.zeros(2, 728, dtype=torch.float64), SHAPE)
+    with pytest.raises(ValueError, match=r"shape \(B, 729\)"):
+        tt_svd_batched(torch.zeros(729, dtype=torch.float64), SHAPE)
