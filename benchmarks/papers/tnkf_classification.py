@@ -66,7 +66,7 @@ def _spiral_model(config: str, x_std: float, mode_size: int) -> TNKFClassifier:
         return TNKFClassifier(lengthscale=math.sqrt(5e-5 / 2) / x_std, outputscale=1.0, gamma=0.05,
                               measurement_noise=1e-5, prior_variance=1.0, truncation=truncation,
                               order="given", mode_size=mode_size, round_relative_to="state",
-                              time_budget=None)  # the paper streams every row (a 60 s budget stops at 256 of them)
+                              time_budget=None)  # the paper streams every row, however long it takes
     return TNKFClassifier(order="given")
 
 

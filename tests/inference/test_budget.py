@@ -18,6 +18,7 @@ from tnbayes.inference.budget import (
     SMOOTHING_BUDGET_SHARE,
     TT_SMOOTHING_COST,
     BudgetWarning,
+    describe_plan,
     largest_rows_within_budget,
     plan_within_budget,
     tnkf_seconds_per_row,
@@ -90,6 +91,39 @@ def test_plan_lowers_settings_before_rows_and_keeps_given_rows():
     assert unbudgeted.settings == {"rank": 3} and unbudgeted.rows == n and unbudgeted.within_budget
 
 
+def test_plan_keeps_every_row_when_the_cost_model_cannot_predict_it():
+    candidates = [{"rank": None}]
+    plan = plan_within_budget(candidates, lambda candidate: 1.0, 1000, 10.0, cost_unknown=True)
+    assert plan.rows == 1000 and not plan.within_budget and plan.cost_unknown and "max_rows" not in plan.chosen
+    assert plan.as_dict()["cost_unknown"] is True
+    line, warning = describe_plan(plan, model="M", time_budget=10.0, settings_text=str, default_text=str,
+                                  first_fits="", pass_text=str)
+    assert warning is None and "cannot vouch for" in line and "deadline" in line
+    assert plan_within_budget(candidates, lambda candidate: 1.0, 1000, 10.0, max_rows=5, cost_unknown=True).rows == 5
+    predicted = plan_within_budget(candidates, lambda candidate: 1.0, 1000, 10.0)  # a prediction: fewer rows, warned
+    assert predicted.rows == MIN_ROWS and not predicted.cost_unknown
+    assert describe_plan(predicted, model="M", time_budget=10.0, settings_text=str, default_text=str, first_fits="",
+                         pass_text=str)[1] is not None
+
+
+def test_tnkf_with_tolerances_and_no_caps_streams_every_row_its_cost_model_cannot_predict():
+    """The TNKF paper's sinc settings, tolerances without rank caps: the cost model takes every rank at the largest
+    its modes allow, a figure far over the budget for a fit that takes a small part of it. Every row is streamed and
+    nothing is warned (the figure once cut the stream to MIN_ROWS rows, with a warning to pass max_rows=1)."""
+    data = tnbayes.datasets.make_sinc(n_train=1024, n_test=8, seed=0)
+    x_std = float(np.asarray(data.X_train).std())
+    truncation = {"mean": 0.0, "covariance": 0.015, "row": 0.003, "innovation": 0.1, "gain": 0.0075}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)
+        model = tnbayes.TNKF(lengthscale=0.05 / x_std, outputscale=1.0, gamma=0.005, measurement_noise=0.01,
+                             prior_variance=1.0, truncation=truncation, normalize_y=False, mode_size=1,
+                             round_relative_to="state", time_budget=20).fit(data.X_train, data.y_train)
+    budget = model.budget_
+    assert budget["cost_unknown"] and budget["predicted_seconds"] > 20 and not budget["within_budget"]
+    assert model.rows_processed_ == budget["rows"] == 1024 > MIN_ROWS and not budget["stopped_at_deadline"]
+    assert any("cannot vouch for" in line for line in model.fit_report_)
+
+
 def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
     X, y = _data(256, 2)  # TT modes (4, 8, 8): the caps bind (on 64 points every cap exceeds the modes' bounds)
     # given: 8 rows whatever the budget (keeps the test fast); row by row, the update whose ladder is walked here
@@ -135,6 +169,12 @@ def test_tnkf_unreachable_budget_warns_with_settings_and_streams_a_random_subset
     assert not torch.equal(model.stream_order_, torch.arange(300))  # the budget's subset is a random one
     assert budget["filter_seconds"] > 0 and budget["fit_seconds"] >= budget["filter_seconds"]
     assert any(line.startswith("time budget") and "over the budget" for line in model.fit_report_)
+
+
+def test_tnkf_budget_warning_names_the_given_tolerances():
+    X, y = _data(300, 2)
+    with pytest.warns(BudgetWarning, match=r"truncation=\{'covariance': \(0\.02, 8\), 'gain': \(1e-05, 4\)"):
+        tnbayes.TNKF(time_budget=1e-3, truncation={"covariance": (0.02, 8)}, **TNKF_FIXED).fit(X, y)
 
 
 def test_tnkf_budget_keeps_every_row_when_no_subset_of_the_fewest_rows_fits(monkeypatch):

@@ -163,6 +163,9 @@ class BudgetPlan:
         How many candidates were predicted before one fitted (all of them when none did).
     ladder : list of (dict, float)
         Every candidate with its predicted seconds per row, in the order tried.
+    cost_unknown : bool
+        The cost model could not predict these settings, and so the rows were not cut to fit its figures (see
+        :func:`plan_within_budget`).
     """
 
     settings: dict[str, Any]
@@ -177,6 +180,7 @@ class BudgetPlan:
     first_seconds: float
     candidates_tried: int = 1
     ladder: list[tuple[dict[str, Any], float]] | None = None
+    cost_unknown: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able copy (what the models store in ``budget_``)."""
@@ -186,13 +190,15 @@ class BudgetPlan:
                 "filter_budget": None if self.budget_seconds is None else float(self.budget_seconds),
                 "within_budget": bool(self.within_budget), "default_settings": dict(self.first_settings),
                 "default_seconds": float(self.first_seconds),
-                "ladder": [[dict(settings), float(seconds)] for settings, seconds in self.ladder or []]}
+                "ladder": [[dict(settings), float(seconds)] for settings, seconds in self.ladder or []],
+                "cost_unknown": bool(self.cost_unknown)}
 
 
 def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row: Callable[[Mapping[str, Any]], float],
                        num_rows: int, budget_seconds: float | None, *, max_rows: int | None = None,
-                       chosen: Sequence[str] = (), min_rows: int = MIN_ROWS) -> BudgetPlan:
-    """The first candidate whose predicted time fits the budget, else the last one on fewer rows.
+                       chosen: Sequence[str] = (), min_rows: int = MIN_ROWS, cost_unknown: bool = False) -> BudgetPlan:
+    """The first candidate whose predicted time fits the budget, else the last one on fewer rows (on every row when
+    the cost model cannot predict it).
 
     Parameters
     ----------
@@ -210,6 +216,12 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
         Names of the settings in the candidates that the budget fills in.
     min_rows : int
         Fewest rows the budget streams on its own.
+    cost_unknown : bool
+        ``seconds_per_row`` cannot predict the candidates: e.g. TNKF's cost model for ranks that only a tolerance
+        limits, which it takes at the largest their modes allow (the tolerance can keep them far lower) with the
+        constants of capped ranks (their rounding is another algorithm). When even the last candidate exceeds the
+        budget, the rows are then not cut to its figure: the model's stream deadline, which measures the pace, ends
+        the stream early if the budget runs out.
 
     Returns
     -------
@@ -224,15 +236,15 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
     for tried, (candidate, cost) in enumerate(zip(candidates, costs), start=1):
         if budget_seconds is None or rows * cost <= budget_seconds:
             return BudgetPlan(dict(candidate), list(chosen), rows, n, cost, rows * cost, budget_seconds, True,
-                              dict(candidates[0]), rows * costs[0], tried, ladder)
+                              dict(candidates[0]), rows * costs[0], tried, ladder, bool(cost_unknown))
     cheapest, cost = dict(candidates[-1]), costs[-1]
     names = list(chosen)
-    if max_rows is None:  # stream fewer rows, but not fewer than min_rows
+    if max_rows is None and not cost_unknown:  # stream fewer rows, but not fewer than min_rows
         rows = max(min(n, int(min_rows)), min(n, int(budget_seconds // cost)))
         names.append("max_rows")
     first_rows = n if max_rows is None else rows
     return BudgetPlan(cheapest, names, rows, n, cost, rows * cost, budget_seconds, rows * cost <= budget_seconds,
-                      dict(candidates[0]), first_rows * costs[0], len(candidates), ladder)
+                      dict(candidates[0]), first_rows * costs[0], len(candidates), ladder, bool(cost_unknown))
 
 
 def largest_rows_within_budget(seconds_for_rows: Callable[[int], float], num_rows: int, budget_seconds: float, *,
@@ -299,7 +311,8 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
     line : str
         For ``fit_report_``.
     warning : str or None
-        The text of a :class:`BudgetWarning` when the plan is over the budget.
+        The text of a :class:`BudgetWarning` when the plan is predicted over the budget (not when the cost model
+        cannot predict it, :attr:`BudgetPlan.cost_unknown`: the stream's deadline warns if it ends the stream early).
     """
     chosen = settings_text(plan.settings)
     rows = f"all {plan.rows} rows" if plan.rows == plan.num_rows else f"{plan.rows} of {plan.num_rows} rows"
@@ -313,6 +326,11 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
     default = f"{default_text(plan.first_settings)} would take {format_seconds(plan.first_seconds)}"
     if plan.within_budget:
         return f"{head}; {default}.", None
+    if plan.cost_unknown:  # no prediction to act on: the stream's deadline measures the pace instead
+        return (f"{head}, over the budget by a figure the cost model cannot vouch for (ranks without a cap follow "
+                f"the tolerances, which it does not see: it takes them at the largest their modes allow); every "
+                f"planned row is kept, and the stream's deadline ends it early if the budget runs out; {default}.",
+                None)
     if plan.budget_seconds <= 0:  # the hyper-parameter estimate took the whole budget (see filter_budget)
         warning = (f"{model}: estimating the hyper-parameters took all of time_budget={float(time_budget):g}, which "
                    f"leaves the filter nothing; {chosen} on {rows} are predicted to take {predicted}. Pass a budget "

@@ -88,13 +88,17 @@ class TNKFBudgetMixin:
         mean_rank = rules["mean"].max_rank
 
         budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
+        # a rank that even the cheapest candidate leaves uncapped follows its tolerance, which the cost model does not
+        # see: it takes the largest rank the modes allow (orders of magnitude too high for the TNKF paper's tolerances)
+        # with the constants of capped ranks, so its figure is no prediction and the rows are not cut to it
+        cost_unknown = any(candidates[-1][f"{q}_rank"] is None for q in self._BUDGETED)
 
         def plan_for(block_size: int):
             def seconds_per_row(candidate: Mapping[str, Any]) -> float:
                 return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
                                             candidate["innovation_rank"], row_ranks, mean_rank, block_size)
-            return plan_within_budget(candidates, seconds_per_row, n, budget,
-                                      max_rows=given_max_rows(self.max_rows, n), chosen=[f"{q}_rank" for q in budgeted])
+            return plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=given_max_rows(self.max_rows, n),
+                                      chosen=[f"{q}_rank" for q in budgeted], cost_unknown=cost_unknown)
 
         plan = plan_for(self.block_size_)
         wanted_rows = given_max_rows(self.max_rows, n) or n
@@ -113,7 +117,8 @@ class TNKFBudgetMixin:
                                        (uncapped or blocks.predicted_seconds < plan.predicted_seconds)):
                 self.block_size_, plan = int(self._auto_block_size), blocks
         # the chosen plan (row by row or in blocks) cannot keep every row at the subset caps: a subset instead
-        if not on_subset and self.max_rows == "auto" and budget is not None and n > TNKF_SUBSET_MIN_ROWS:
+        if not on_subset and self.max_rows == "auto" and budget is not None and n > TNKF_SUBSET_MIN_ROWS \
+                and not cost_unknown:
             floor = self._caps_candidate(*TNKF_SUBSET_CAPS, budgeted, rules)
             if plan.rows < n or plan.candidates_tried > candidates.index(floor) + 1:
                 subset_size = self._subset_size(n, budget, floor, row_ranks, mean_rank)

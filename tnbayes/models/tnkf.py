@@ -151,10 +151,13 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         at least ``TNKF_SUBSET_MIN_ROWS`` rows whole, the fit is on such a subset instead, as large as a bisection
         over the cost model finds (``subset_``; α has one entry per training row, so a smaller state also costs less
         per row), at those caps or higher. A budget that even the smallest settings exceed raises a
-        :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. None: no budget (the
-        :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on a machine
-        slower than the cost model's: every :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS` rows the
-        filter measures its seconds per row and, where the rows left would end the fit more than
+        :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. A ``truncation`` that leaves a
+        covariance, gain or innovation rank without a cap (a tolerance alone) is beyond the cost model, which takes
+        such ranks at the largest the modes allow: then its figure neither cuts the rows nor the state to a subset
+        nor warns, and the deadline below keeps the fit within the budget (``budget_["cost_unknown"]``). None: no
+        budget (the :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on
+        a machine slower than the cost model's: every :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS`
+        rows the filter measures its seconds per row and, where the rows left would end the fit more than
         :data:`~tnbayes.inference.stream_deadline.DEADLINE_GRACE` of ``time_budget`` past it, processes only the
         share of them the time left affords, spread evenly over them
         (:class:`~tnbayes.inference.stream_deadline.StreamDeadline`; at least
@@ -419,7 +422,8 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         return f"the default caps {self._caps_text(settings)}"
 
     def _budget_pass_text(self, settings: Mapping[str, Any]) -> str:
-        truncation = {q: (DEFAULT_TRUNCATION[q][0], settings[f"{q}_rank"]) for q in self._BUDGETED}
+        rules = self._truncation_rules()  # the tolerances given, else the defaults
+        truncation = {q: (rules[q].tol, settings[f"{q}_rank"]) for q in self._BUDGETED}
         return f"truncation={truncation}"
 
     def _fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
