@@ -224,3 +224,42 @@ def test_automatic_block_size_is_row_by_row_unless_the_budget_needs_blocks():
         assert TNKF(time_budget=1e-3, forgetting_factor=0.99, **fixed).fit(data.X_train, data.y_train).block_size_ == 1
         labels = np.where(np.asarray(data.y_train) > 0.2, 1, -1)
         assert TNKFClassifier(time_budget=1e-3, **fixed).fit(data.X_train, labels).block_size_ == 1
+
+
+@pytest.mark.parametrize("block", [True, False])
+def test_a_product_too_large_for_the_memory_is_refused_with_the_state_unchanged(monkeypatch, block):
+    """Before forming the exact product of a block (or, without a covariance cap, the root's formed update), the
+    filter checks its size against the free memory; over FORMED_MEMORY_SHARE of it, a MemoryError names the
+    truncations without a rank cap and the state is left as it was. Here the share is made tiny so that the first
+    product is refused; a realistic share refuses the same way once uncapped ranks have grown."""
+    import tnbayes.inference.kalman.tt_rows as tt_rows
+
+    shape, B, R = (4, 4, 4), 8, 0.05
+    K, y = _se_rows()
+    kf = TTKalmanFilter(shape, 1.0, truncation={"covariance": 1e-3, "innovation": (1e-4, 6), "gain": (1e-5, 6)})
+    kf.update_block(K[:B], y[:B], R) if block else kf.update(TTVector.from_dense(K[0], shape), float(y[0]), R)
+    before = [core.clone() for core in kf.covariance_sqrt.cores]
+    updates, mean = kf.num_updates, kf.mean.to_dense()
+    monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 1e-12)
+    with pytest.raises(MemoryError, match=r"GiB \(TT ranks up to \d+\).*free on cpu\. The truncations? of "
+                                          r"'covariance'.* no rank cap .*\(tol, max_rank\)"):
+        if block:
+            kf.update_block(K[B:2 * B], y[B:2 * B], R)
+        else:
+            kf.update(TTVector.from_dense(K[1], shape), float(y[1]), R)
+    assert kf.num_updates == updates
+    assert all(torch.equal(a, b) for a, b in zip(kf.covariance_sqrt.cores, before))
+    torch.testing.assert_close(kf.mean.to_dense(), mean, rtol=0, atol=0)
+    monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 0.1)  # the default: the same update goes through
+    kf.update_block(K[B:2 * B], y[B:2 * B], R) if block else kf.update(TTVector.from_dense(K[1], shape), float(y[1]), R)
+    assert kf.num_updates == updates + (B if block else 1)
+
+
+def test_tnkf_without_a_covariance_cap_fails_with_the_remedy_not_the_allocator(monkeypatch):
+    import tnbayes.inference.kalman.tt_rows as tt_rows
+
+    data = datasets.make_sinc(n_train=64, n_test=8, seed=0)
+    monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 1e-12)
+    with pytest.raises(MemoryError, match=r"The truncation of 'covariance' has no rank cap"):
+        TNKF(truncation={"covariance": 1e-3}, time_budget=None, lengthscale=0.2, outputscale=1.0,
+             measurement_noise=0.01, prior_variance=1.0).fit(data.X_train, data.y_train)

@@ -110,7 +110,10 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         ``"innovation"`` (``Lᵀc``), ``"gain"`` (``P c``), ``"mean"`` (α) and ``"covariance"`` (L).
         Missing keys take :data:`DEFAULT_TRUNCATION`, except that with ``time_budget`` the maximum ranks of
         missing ``"covariance"``, ``"gain"`` and ``"innovation"`` keys come from the budget; ``{q: 0 for q in …}``
-        runs the exact filter.
+        runs the exact filter. A ``tol`` alone sets no rank cap: the ranks follow the tolerance, which on data of
+        several inputs can let them grow row after row. Before a product of such ranks would take more than
+        :data:`~tnbayes.inference.kalman.tt_rows.FORMED_MEMORY_SHARE` of the free memory, the fit stops with a
+        ``MemoryError`` that names the truncations without a cap.
     round_relative_to : {"update", "state"}
         Tolerances of the mean and the covariance root are relative to the change each row makes
         (default) or, as in the paper, to the whole updated quantity — which at large N rounds most

@@ -51,6 +51,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from tnbayes._validation import available_memory_bytes
 from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
 from tnbayes.inference.kalman.tt_batch import root_factors
 from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, round_rank_one_update
@@ -71,6 +72,9 @@ __all__ = ["BlockUpdateError", "TTKalmanFilter", "covariance_from_root"]
 
 #: sketch ranks beyond the cap of the randomized rounding of the root in the block update
 BLOCK_SKETCH_OVERSAMPLING = 10
+#: largest share of the free memory that a TT the filter forms before rounding it (an exact product or outer product,
+#: whose ranks multiply) may take: forming it and rounding it take a few copies of it (see :meth:`TTKalmanFilter._refuse_unaffordable`)
+FORMED_MEMORY_SHARE = 0.1
 #: largest share of a block's prior residual ``‖r‖`` by which the rounded update may miss the exact posterior residual
 #: of its own rows, ``R S⁻¹ r`` (see :meth:`TTKalmanFilter.update_block`)
 BLOCK_CONSISTENCY = 0.5
@@ -498,12 +502,40 @@ class TTKalmanFilter:
         """``matrix`` times each column of ``block``, rounded with the rule of ``quantity`` (cap + B): by a zip-up
         without a cap, by a randomized sketch of the exact product with one."""
         rule = self.truncation[quantity].for_block(batch)
+        sizes = [*matrix.row_shape[:-1], matrix.row_shape[-1] * batch]
+        self._refuse_unaffordable(matrix.ranks, block.ranks, sizes, f"the {quantity} product of {batch} rows",
+                                  ("covariance", "row" if quantity == "innovation" else "innovation"))
         if rule.max_rank is None:
             return block_matvec_rounded(matrix, block, batch, rule.tol)
         # with a cap the zip-up's greedy truncations bind and lose accuracy (a 4096-point sinc with TNKF()'s caps:
         # test RMSE 0.134 against 0.103 row by row); a randomized sketch of the exact product is near the best
         return randomized_round_sum([block_matvec(matrix, block, batch)], max_rank=rule.max_rank, tol=rule.tol,
                                     generator=self._generator)
+
+    def _refuse_unaffordable(self, left_ranks: tuple[int, ...], right_ranks: tuple[int, ...], core_sizes: list[int],
+                             what: str, quantities: tuple[str, ...]) -> None:
+        """Raise ``MemoryError`` before forming a TT of ranks ``left_ranks[k]·right_ranks[k]`` (d + 1 each) over cores
+        of ``core_sizes`` entries (d) when it would take more than :data:`FORMED_MEMORY_SHARE` of the free memory;
+        the state is unchanged. Without a rank cap a quantity's ranks follow its tolerance, which on data of many
+        inputs can let them grow until its products no longer fit: the message names those of ``quantities`` (the
+        ones whose ranks make the TT's) that have no cap."""
+        ranks = [a * b for a, b in zip(left_ranks, right_ranks)]
+        like = (self.covariance_sqrt if self.square_root else self._covariance).cores[0]
+        needed = sum(r0 * size * r1 for r0, size, r1 in zip(ranks, core_sizes, ranks[1:])) * like.element_size()
+        device = like.device
+        available = available_memory_bytes(device)
+        if needed <= FORMED_MEMORY_SHARE * available:
+            return
+        uncapped = [repr(q) for q in quantities if self.truncation[q].max_rank is None]
+        named = " and ".join(uncapped)
+        remedy = ((f"The truncation of {named} has no rank cap (a tolerance alone), so its ranks grow with the rows: "
+                   f"give it one, as (tol, max_rank)." if len(uncapped) == 1 else
+                   f"The truncations of {named} have no rank cap (a tolerance alone), so their ranks grow with the "
+                   f"rows: give them one, as (tol, max_rank).") if uncapped else
+                  f"Lower the rank caps of {' and '.join(repr(q) for q in quantities)} in the truncation.")
+        raise MemoryError(f"After {self.num_updates} rows, {what} would take about {needed / 2**30:.3g} GiB (TT ranks "
+                          f"up to {max(ranks)}), more than {FORMED_MEMORY_SHARE:g} of the {available / 2**30:.1f} GiB "
+                          f"free on {device}. {remedy}")
 
     def _round_root(self, root: TTMatrix, gain: TTVector, mixed: TTVector, batch: int,
                     update_norm: float | None, right_orthonormal: bool = False) -> TTMatrix:
@@ -514,6 +546,8 @@ class TTKalmanFilter:
         ``right_orthonormal``: the row update's ``g`` and ``β w`` have right-orthonormal cores 1..d-1 already."""
         rule = self.truncation["covariance"]
         if rule.max_rank is None:
+            self._refuse_unaffordable(gain.ranks, mixed.ranks, [m * n for m, n in zip(root.row_shape, root.col_shape)],
+                                      "the covariance root's update", ("covariance", "gain", "innovation"))
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
         if batch == 1:
             return round_rank_one_update(root, gain, mixed, -1.0, tol=rule.tol, max_rank=rule.max_rank,
