@@ -73,7 +73,8 @@ __all__ = ["BlockUpdateError", "TTKalmanFilter", "covariance_from_root"]
 #: sketch ranks beyond the cap of the randomized rounding of the root in the block update
 BLOCK_SKETCH_OVERSAMPLING = 10
 #: largest share of the free memory that a TT the filter forms before rounding it (an exact product or outer product,
-#: whose ranks multiply) may take: forming it and rounding it take a few copies of it (see :meth:`TTKalmanFilter._refuse_unaffordable`)
+#: whose ranks multiply) may take: forming and rounding it take a few copies of it (see
+#: :meth:`TTKalmanFilter._refuse_unaffordable`)
 FORMED_MEMORY_SHARE = 0.1
 #: largest share of a block's prior residual ``‖r‖`` by which the rounded update may miss the exact posterior residual
 #: of its own rows, ``R S⁻¹ r`` (see :meth:`TTKalmanFilter.update_block`)
