@@ -91,11 +91,18 @@ def test_plan_lowers_settings_before_rows_and_keeps_given_rows():
     assert unbudgeted.settings == {"rank": 3} and unbudgeted.rows == n and unbudgeted.within_budget
 
 
-def test_plan_keeps_every_row_when_the_cost_model_cannot_predict_it():
-    candidates = [{"rank": None}]
-    plan = plan_within_budget(candidates, lambda candidate: 1.0, 1000, 10.0, cost_unknown=True)
-    assert plan.rows == 1000 and not plan.within_budget and plan.cost_unknown and "max_rows" not in plan.chosen
+def test_plan_keeps_the_first_candidate_on_every_row_when_the_cost_model_cannot_predict_it():
+    candidates = [{"rank": 3}, {"rank": 1}]
+
+    def cost(candidate):
+        return float(candidate["rank"])
+
+    plan = plan_within_budget(candidates, cost, 1000, 10.0, chosen=["rank"], cost_unknown=True)
+    assert plan.rows == 1000 and plan.settings == {"rank": 3} and plan.predicted_seconds == 3000.0
+    assert not plan.within_budget and plan.cost_unknown and plan.chosen == ["rank"]
     assert plan.as_dict()["cost_unknown"] is True
+    assert plan_within_budget(candidates, cost, 1000, 1e4, cost_unknown=True).within_budget
+    candidates = [{"rank": None}]
     line, warning = describe_plan(plan, model="M", time_budget=10.0, settings_text=str, default_text=str,
                                   first_fits="", pass_text=str)
     assert warning is None and "cannot vouch for" in line and "deadline" in line
@@ -122,6 +129,11 @@ def test_tnkf_with_tolerances_and_no_caps_streams_every_row_its_cost_model_canno
     assert budget["cost_unknown"] and budget["predicted_seconds"] > 20 and not budget["within_budget"]
     assert model.rows_processed_ == budget["rows"] == 1024 > MIN_ROWS and not budget["stopped_at_deadline"]
     assert any("cannot vouch for" in line for line in model.fit_report_)
+    # the exact filter (tolerance 0, no cap) is predicted: its ranks are the largest the modes allow
+    with pytest.warns(BudgetWarning, match="predicted to take"):
+        exact = tnbayes.TNKF(truncation={q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")},
+                             time_budget=1e-6, **TNKF_FIXED).fit(*_data(64, 2))
+    assert not exact.budget_["cost_unknown"]
 
 
 def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
@@ -149,12 +161,17 @@ def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
         caps.append((settings["covariance_rank"], settings["gain_rank"]))
         assert model.budget_["filter_budget"] == pytest.approx(8 * cost * 1.001)  # nothing estimated
     assert caps[0] == (32, 24) and caps[-1] == TNKF_RANK_LADDER[-1] and caps == sorted(caps, reverse=True)
-    # a given truncation keeps its cap (and a given plain tolerance its "no cap"); the others are budgeted
-    given = _quiet(tnbayes.TNKF(time_budget=1e-6, truncation={"covariance": (1e-4, 20), "innovation": 1e-3},
+    # a given truncation keeps its cap; the others are budgeted
+    given = _quiet(tnbayes.TNKF(time_budget=1e-6, truncation={"covariance": (1e-4, 20), "innovation": (1e-3, 10)},
                                 **kwargs), X, y)
-    assert given.truncation_["covariance"] == (1e-4, 20) and given.truncation_["innovation"] == (1e-3, None)
+    assert given.truncation_["covariance"] == (1e-4, 20) and given.truncation_["innovation"] == (1e-3, 10)
     assert given.truncation_["gain"][1] == TNKF_RANK_LADDER[-1][1]
     assert given.budget_["chosen"] == ["gain_rank"] and given.rows_processed_ == 8
+    # a given plain tolerance keeps its "no cap", which the cost model cannot predict: the others keep their defaults
+    given = _quiet(tnbayes.TNKF(time_budget=1e-6, truncation={"covariance": (1e-4, 20), "innovation": 1e-3},
+                                **kwargs), X, y)
+    assert given.truncation_["innovation"] == (1e-3, None) and given.budget_["cost_unknown"]
+    assert given.truncation_["gain"][1] == TNKF_RANK_LADDER[0][1] and given.rows_processed_ == 8
 
 
 def test_tnkf_unreachable_budget_warns_with_settings_and_streams_a_random_subset():

@@ -226,32 +226,52 @@ def test_automatic_block_size_is_row_by_row_unless_the_budget_needs_blocks():
         assert TNKFClassifier(time_budget=1e-3, **fixed).fit(data.X_train, labels).block_size_ == 1
 
 
-@pytest.mark.parametrize("block", [True, False])
-def test_a_product_too_large_for_the_memory_is_refused_with_the_state_unchanged(monkeypatch, block):
+@pytest.mark.parametrize(("block", "forgetting", "refused"), [(True, 1.0, "any"), (False, 1.0, "any"),
+                                                             (False, 0.9, "any"), (True, 0.9, "root")])
+def test_a_product_too_large_for_the_memory_is_refused_with_the_state_unchanged(monkeypatch, block, forgetting,
+                                                                                 refused):
     """Before forming the exact product of a block (or, without a covariance cap, the root's formed update), the
     filter checks its size against the free memory; over FORMED_MEMORY_SHARE of it, a MemoryError names the
-    truncations without a rank cap and the state is left as it was. Here the share is made tiny so that the first
-    product is refused; a realistic share refuses the same way once uncapped ranks have grown."""
+    truncations without a rank cap and the state (root, mean, forgetting, sketches' generator, block_misses) is left as
+    it was. The share is made tiny so that the first product is refused (``refused="root"``: only the root's update,
+    after the products and the consistency check); a realistic share refuses the same way once uncapped ranks grew."""
     import tnbayes.inference.kalman.tt_rows as tt_rows
 
     shape, B, R = (4, 4, 4), 8, 0.05
     K, y = _se_rows()
-    kf = TTKalmanFilter(shape, 1.0, truncation={"covariance": 1e-3, "innovation": (1e-4, 6), "gain": (1e-5, 6)})
-    kf.update_block(K[:B], y[:B], R) if block else kf.update(TTVector.from_dense(K[0], shape), float(y[0]), R)
+    kf = TTKalmanFilter(shape, 1.0, truncation={"covariance": 1e-3, "innovation": (1e-4, 6), "gain": (1e-5, 6)},
+                        forgetting_factor=forgetting)
+
+    def step(first):
+        if block:
+            kf.update_block(K[first:first + B], y[first:first + B], R)
+        else:
+            kf.update(TTVector.from_dense(K[first], shape), float(y[first]), R)
+
+    step(0)
     before = [core.clone() for core in kf.covariance_sqrt.cores]
-    updates, mean = kf.num_updates, kf.mean.to_dense()
-    monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 1e-12)
+    updates, mean, misses = kf.num_updates, kf.mean.to_dense(), list(kf.block_misses)
+    generator = kf._generator.get_state()
+    if refused == "root":
+        check = tt_rows.TTKalmanFilter._refuse_unaffordable
+
+        def root_only(self, formed, sizes, what, quantities, **kwargs):
+            share = 1e-12 if what == "the covariance root's update" else 0.1
+            monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", share)
+            return check(self, formed, sizes, what, quantities, **kwargs)
+
+        monkeypatch.setattr(tt_rows.TTKalmanFilter, "_refuse_unaffordable", root_only)
+    else:
+        monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 1e-12)
     with pytest.raises(MemoryError, match=r"GiB \(TT ranks up to \d+\).*free on cpu\. The truncations? of "
                                           r"'covariance'.* no rank cap .*\(tol, max_rank\)"):
-        if block:
-            kf.update_block(K[B:2 * B], y[B:2 * B], R)
-        else:
-            kf.update(TTVector.from_dense(K[1], shape), float(y[1]), R)
-    assert kf.num_updates == updates
+        step(B)
+    assert kf.num_updates == updates and kf.block_misses == misses
     assert all(torch.equal(a, b) for a, b in zip(kf.covariance_sqrt.cores, before))
+    assert torch.equal(kf._generator.get_state(), generator)
     torch.testing.assert_close(kf.mean.to_dense(), mean, rtol=0, atol=0)
-    monkeypatch.setattr(tt_rows, "FORMED_MEMORY_SHARE", 0.1)  # the default: the same update goes through
-    kf.update_block(K[B:2 * B], y[B:2 * B], R) if block else kf.update(TTVector.from_dense(K[1], shape), float(y[1]), R)
+    monkeypatch.undo()  # the default share: the same update goes through
+    step(B)
     assert kf.num_updates == updates + (B if block else 1)
 
 

@@ -63,6 +63,25 @@ def test_lower_ranks_carry_zero_slices_that_represent_nothing():
     assert float(cores[0][1, :, :, 1:].abs().max()) == 0.0
 
 
+@pytest.mark.parametrize(("tol", "cap"), [(3e-2, None), (1e-4, None), (1e-1, 5), (1e-9, None)])
+def test_a_tensors_tt_does_not_depend_on_the_others_in_the_batch(tol, cap):
+    rows = _rows()  # ranks differ between the rows
+    together = cores_to_dense(tt_svd_batched(rows, SHAPE, tol=tol, max_rank=cap))
+    for b in range(rows.shape[0]):
+        alone = cores_to_dense(tt_svd_batched(rows[b:b + 1], SHAPE, tol=tol, max_rank=cap))[0]
+        torch.testing.assert_close(together[b], alone, rtol=0, atol=1e-12 * float(rows[b].norm()))
+
+
+def test_the_gram_route_pads_with_leading_zero_columns():
+    rows = _rows(6)
+    rows[1] = torch.ones(N, dtype=torch.float64)  # rank 1 at every bond
+    cores = tt_svd_batched(rows, SHAPE, tol=1e-4)  # at least GRAM_MIN_TOL: the Gram route
+    first = cores[0]  # (B, 1, 3, k): the first bond from the left
+    assert first.shape[3] == 3
+    assert float(first[1, :, :, :2].abs().max()) == 0.0 and float(first[1, :, :, 2].abs().max()) > 0.1
+    torch.testing.assert_close(cores_to_dense([c[1] for c in cores]), rows[1], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_svd_route_matches_tt_svd(dtype):
     rows = _rows(dtype=dtype)  # float32, or a tolerance below GRAM_MIN_TOL: LAPACK's SVD
@@ -97,3 +116,5 @@ def test_rejects_tensors_that_do_not_fit_the_shape():
         tt_svd_batched(torch.zeros(2, 728, dtype=torch.float64), SHAPE)
     with pytest.raises(ValueError, match=r"shape \(B, 729\)"):
         tt_svd_batched(torch.zeros(729, dtype=torch.float64), SHAPE)
+    with pytest.raises(ValueError, match="at least one tensor"):
+        tt_svd_batched(torch.zeros(0, 729, dtype=torch.float64), SHAPE)

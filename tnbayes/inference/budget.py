@@ -164,7 +164,7 @@ class BudgetPlan:
     ladder : list of (dict, float)
         Every candidate with its predicted seconds per row, in the order tried.
     cost_unknown : bool
-        The cost model could not predict these settings, and so the rows were not cut to fit its figures (see
+        The cost model could not predict these settings, and so its figures chose neither them nor the rows (see
         :func:`plan_within_budget`).
     """
 
@@ -197,8 +197,8 @@ class BudgetPlan:
 def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row: Callable[[Mapping[str, Any]], float],
                        num_rows: int, budget_seconds: float | None, *, max_rows: int | None = None,
                        chosen: Sequence[str] = (), min_rows: int = MIN_ROWS, cost_unknown: bool = False) -> BudgetPlan:
-    """The first candidate whose predicted time fits the budget, else the last one on fewer rows (on every row when
-    the cost model cannot predict it).
+    """The first candidate whose predicted time fits the budget, else the last one on fewer rows; when the cost model
+    cannot predict the candidates, the first one on every row.
 
     Parameters
     ----------
@@ -219,9 +219,9 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
     cost_unknown : bool
         ``seconds_per_row`` cannot predict the candidates: e.g. TNKF's cost model for ranks that only a tolerance
         limits, which it takes at the largest their modes allow (the tolerance can keep them far lower) with the
-        constants of capped ranks (their rounding is another algorithm). When even the last candidate exceeds the
-        budget, the rows are then not cut to its figure: the model's stream deadline, which measures the pace, ends
-        the stream early if the budget runs out.
+        constants of capped ranks (their rounding is another algorithm). Its figures then choose nothing: the first
+        candidate streams every row (or ``max_rows``), and the model's stream deadline, which measures the pace,
+        ends the stream early if the budget runs out.
 
     Returns
     -------
@@ -233,18 +233,22 @@ def plan_within_budget(candidates: Sequence[Mapping[str, Any]], seconds_per_row:
     rows = n if max_rows is None else min(n, int(max_rows))
     costs = [float(seconds_per_row(candidate)) for candidate in candidates]
     ladder = [(dict(candidate), cost) for candidate, cost in zip(candidates, costs)]
+    if cost_unknown:
+        within = budget_seconds is None or rows * costs[0] <= budget_seconds
+        return BudgetPlan(dict(candidates[0]), list(chosen), rows, n, costs[0], rows * costs[0], budget_seconds, within,
+                          dict(candidates[0]), rows * costs[0], 1, ladder, True)
     for tried, (candidate, cost) in enumerate(zip(candidates, costs), start=1):
         if budget_seconds is None or rows * cost <= budget_seconds:
             return BudgetPlan(dict(candidate), list(chosen), rows, n, cost, rows * cost, budget_seconds, True,
-                              dict(candidates[0]), rows * costs[0], tried, ladder, bool(cost_unknown))
+                              dict(candidates[0]), rows * costs[0], tried, ladder)
     cheapest, cost = dict(candidates[-1]), costs[-1]
     names = list(chosen)
-    if max_rows is None and not cost_unknown:  # stream fewer rows, but not fewer than min_rows
+    if max_rows is None:  # stream fewer rows, but not fewer than min_rows
         rows = max(min(n, int(min_rows)), min(n, int(budget_seconds // cost)))
         names.append("max_rows")
     first_rows = n if max_rows is None else rows
     return BudgetPlan(cheapest, names, rows, n, cost, rows * cost, budget_seconds, rows * cost <= budget_seconds,
-                      dict(candidates[0]), first_rows * costs[0], len(candidates), ladder, bool(cost_unknown))
+                      dict(candidates[0]), first_rows * costs[0], len(candidates), ladder)
 
 
 def largest_rows_within_budget(seconds_for_rows: Callable[[int], float], num_rows: int, budget_seconds: float, *,
@@ -326,11 +330,6 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
     default = f"{default_text(plan.first_settings)} would take {format_seconds(plan.first_seconds)}"
     if plan.within_budget:
         return f"{head}; {default}.", None
-    if plan.cost_unknown:  # no prediction to act on: the stream's deadline measures the pace instead
-        return (f"{head}, over the budget by a figure the cost model cannot vouch for (ranks without a cap follow "
-                f"the tolerances, which it does not see: it takes them at the largest their modes allow); every "
-                f"planned row is kept, and the stream's deadline ends it early if the budget runs out; {default}.",
-                None)
     if plan.budget_seconds <= 0:  # the hyper-parameter estimate took the whole budget (see filter_budget)
         warning = (f"{model}: estimating the hyper-parameters took all of time_budget={float(time_budget):g}, which "
                    f"leaves the filter nothing; {chosen} on {rows} are predicted to take {predicted}. Pass a budget "
@@ -339,6 +338,10 @@ def describe_plan(plan: BudgetPlan, *, model: str, time_budget: float | None,
                    f"hyper-parameters of your own (the filter then has the whole budget); or time_budget=None for "
                    f"the default settings on every row.")
         return f"{head}, over the budget; {default}.", warning
+    if plan.cost_unknown:  # no prediction to act on: the stream's deadline measures the pace instead
+        return (f"{head}, over the budget by a figure the cost model cannot vouch for (ranks without a cap follow "
+                f"the tolerances, which it does not see: it takes them at the largest their modes allow); every "
+                f"planned row is kept, and the stream's deadline ends it early if the budget runs out.", None)
     fitting_rows = max(1, int(plan.budget_seconds // plan.seconds_per_row))
     larger = math.ceil(float(time_budget) * plan.predicted_seconds / plan.budget_seconds)
     warning = (f"{model}: even {chosen} on {rows} are predicted to take {predicted}, over the "

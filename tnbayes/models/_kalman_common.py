@@ -88,10 +88,13 @@ class KalmanModelMixin:
             ratio = None if not predicted or deadline.seconds_per_row is None else \
                 deadline.seconds_per_row / float(predicted)
             pace = "" if ratio is None else f" (last measured: {ratio:.2g} times the cost model's seconds per row)"
+            unknown = bool(self.budget_.get("cost_unknown"))
+            why = ("ranks without a rank cap follow the tolerances, whose pace the cost model cannot predict"
+                   if unknown else f"they ran slower than predicted{pace}, as on a slower or busier machine")
             message = (f"{type(self).__name__}: the time budget left the filter {int(rows)} of the "
-                       f"{deadline.planned_rows} planned rows: they ran slower than predicted{pace}, as on a slower or "
-                       f"busier machine. {self._deadline_left_out}; pass a larger time_budget, or max_rows to stream "
-                       f"a given number of rows.")
+                       f"{deadline.planned_rows} planned rows: {why}. {self._deadline_left_out}; pass a larger "
+                       f"time_budget, {'rank caps in the truncation, ' if unknown else ''}or max_rows to stream a "
+                       f"given number of rows.")
             self._report(message)
             warn_user(message, BudgetWarning)
 

@@ -88,10 +88,10 @@ class TNKFBudgetMixin:
         mean_rank = rules["mean"].max_rank
 
         budget = filter_budget(self.time_budget, self.hyperparameter_source_ != "given", elapsed_seconds)
-        # a rank that even the cheapest candidate leaves uncapped follows its tolerance, which the cost model does not
-        # see: it takes the largest rank the modes allow (orders of magnitude too high for the TNKF paper's tolerances)
-        # with the constants of capped ranks, so its figure is no prediction and the rows are not cut to it
-        cost_unknown = any(candidates[-1][f"{q}_rank"] is None for q in self._BUDGETED)
+        # a rank that every candidate leaves uncapped, with a tolerance, follows that tolerance, which the cost model
+        # does not see: it takes the largest rank the modes allow (orders of magnitude too high for the TNKF paper's
+        # tolerances) with the constants of capped ranks, so its figures are no prediction and choose nothing
+        cost_unknown = any(candidates[-1][f"{q}_rank"] is None and rules[q].tol > 0 for q in self._BUDGETED)
 
         def plan_for(block_size: int):
             def seconds_per_row(candidate: Mapping[str, Any]) -> float:

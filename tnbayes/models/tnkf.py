@@ -59,7 +59,8 @@ DEFAULT_BLOCK_SIZE = 16
 #: an input whose kernel values to every training input are below this share of the prior variance is beyond the
 #: data's reach: its latent variance is the prior's (the dual weights say nothing about it) and a warning is shown
 FAR_FROM_DATA_KERNEL_RATIO = 1e-3
-#: test rows compressed in one batched TT-SVD at prediction: at most this many kernel entries (32 MiB in float64)
+#: test rows compressed in one batched TT-SVD at prediction: at most this many kernel entries (32 MiB in float64), and
+#: about as many entries in the partial products with the covariance root (computed in chunks of rows)
 _PREDICTION_BATCH_ENTRIES = 2**22
 
 
@@ -156,8 +157,9 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         per row), at those caps or higher. A budget that even the smallest settings exceed raises a
         :class:`~tnbayes.inference.budget.BudgetWarning` naming the settings to pass. A ``truncation`` that leaves a
         covariance, gain or innovation rank without a cap (a tolerance alone) is beyond the cost model, which takes
-        such ranks at the largest the modes allow: then its figure neither cuts the rows nor the state to a subset
-        nor warns, and the deadline below keeps the fit within the budget (``budget_["cost_unknown"]``). None: no
+        such ranks at the largest the modes allow: then its figure lowers no cap (the others keep their defaults),
+        cuts neither the rows nor the state to a subset and warns of nothing, and the deadline below keeps the fit
+        within the budget (``budget_["cost_unknown"]``). None: no
         budget (the :data:`DEFAULT_TRUNCATION` caps and all rows). With ``max_rows="auto"`` the budget also holds on
         a machine slower than the cost model's: every :data:`~tnbayes.inference.stream_deadline.DEADLINE_CHECK_ROWS`
         rows the filter measures its seconds per row and, where the rows left would end the fit more than
@@ -537,7 +539,12 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
             if full_covariance:
                 projections.extend(L.T.matvec(TTVector([core[i] for core in rows])) for i in range(k.shape[0]))
             else:  # ‖Lᵀk‖² from the dense products, O(N r_L r_k): far cheaper than contracting the TTs
-                variances.append(matvec_to_dense(L.cores, rows, transpose=True).square().sum(dim=1))
+                # their partial products hold about √N·n·r_L·r_k numbers per row
+                width = math.isqrt(self.n_padded_) * max(self.tt_shape_) * max(L.ranks) * max(c.shape[-1] for c in rows)
+                chunk = max(1, _PREDICTION_BATCH_ENTRIES // width)
+                variances.extend(matvec_to_dense(L.cores, [core[start:start + chunk] for core in rows],
+                                                 transpose=True).square().sum(dim=1)
+                                 for start in range(0, k.shape[0], chunk))
         mean = torch.cat(means)
         # beyond the kernel's reach the rows vanish, so k*ᵀ P k* does too: there the model knows nothing but the
         # prior, whose variance (outputscale) the latent gets instead of the in-sample one

@@ -26,12 +26,13 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
 
     Each tensor's bonds are truncated as ``tt_svd`` truncates them (its own tolerance ``tol·‖X_b‖``, the rank cap,
     the same Gram or SVD route), so each TT meets ``tt_svd``'s error bound. The bonds are taken in the order
-    ``tt_svd`` takes them for TTs of the shared ranks (the SVD route from the left, the Gram route from the shorter
-    side of each unfolding): where every tensor needs the same ranks, which a binding cap gives, each TT is the one
-    ``tt_svd`` gives it alone, up to round-off and an orthogonal change of basis at the bonds that keep every
-    singular value; where their ranks differ, the Gram route can take a tensor's bonds in another order than
-    ``tt_svd`` would take them for it alone, which gives another TT within the same bound. Without a tolerance the
-    Gram route keeps singular values down to round-off (about √eps of the largest, see
+    ``tt_svd`` takes them for a TT at the largest ranks its modes and the cap allow (the SVD route from the left,
+    the Gram route from the shorter side of each unfolding), which depends on the shape and the cap alone: a
+    tensor's TT does not depend on the others in the batch. For a tensor whose ranks reach those bounds, which a
+    binding cap gives, it is the TT ``tt_svd`` gives it alone, up to round-off and an orthogonal change of basis at
+    the bonds that keep every singular value; for one whose tolerance keeps lower ranks, the Gram route can take its
+    bonds in another order than ``tt_svd`` would, which gives another TT within the same bound. Without a tolerance
+    the Gram route keeps singular values down to round-off (about √eps of the largest, see
     :func:`~tnbayes.tensors.tt_svd`), so there the two can differ at that level.
 
     Parameters
@@ -56,15 +57,24 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
         raise ValueError(f"tensors must have shape (B, {math.prod(shape)}) for TT modes {shape}; got "
                          f"{tuple(tensors.shape)}.")
     batch = tensors.shape[0]
+    if batch == 0:
+        raise ValueError("tt_svd_batched needs at least one tensor; got a batch of 0.")
     deltas = (tol * torch.linalg.vector_norm(tensors, dim=1) / math.sqrt(max(d - 1, 1))).tolist()
     gram = tensors.dtype == torch.float64 and (tol >= GRAM_MIN_TOL or (tol == 0 and max_rank is not None))
+
+    def largest_rank(bond: int) -> int:  # of any TT of these modes at bond k (after core k − 1), under the cap
+        bound = min(math.prod(shape[:bond]), math.prod(shape[bond:]))
+        return bound if max_rank is None else min(bound, int(max_rank))
+
     left_cores: list[torch.Tensor] = []
     right_cores: list[torch.Tensor] = []
     left_rank, right_rank, low, high = 1, 1, 0, d - 1
     rest = tensors
     while low < high:
         rows, columns = left_rank * shape[low], shape[high] * right_rank
-        if rows <= columns or not gram:  # as tt_svd: the Gram route from the shorter side, the SVD route from the left
+        # tt_svd's side for TTs at the largest ranks (the Gram route from the shorter side, the SVD route from the
+        # left), from the shape and cap alone: a tensor's TT does not depend on the others in the batch
+        if not gram or largest_rank(low) * shape[low] <= shape[high] * largest_rank(high + 1):
             u, rest = _leading_factors(rest.reshape(batch, rows, -1), deltas, max_rank, gram)
             left_cores.append(u.reshape(batch, left_rank, shape[low], u.shape[2]))
             left_rank, low, rest = u.shape[2], low + 1, rest.reshape(batch, -1)
@@ -79,8 +89,10 @@ def _leading_factors(matrix: torch.Tensor, deltas: list[float], max_rank: int | 
                      gram: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`~tnbayes.tensors.tt_rounding.leading_factor` of each matrix of a batch (B, m, n) with its own
     ``delta``, by the same route (``gram``: the eigenvectors of the smaller Gram matrix; else LAPACK's SVD):
-    ``u`` (B, m, k) and ``rest`` (B, k, n) with ``u_b rest_b`` the truncation of matrix b, k the largest rank kept;
-    the columns of ``u_b`` beyond its own rank (or, from a QR, the rows of ``rest_b``) are zero."""
+    ``u`` (B, m, k) and ``rest`` (B, k, n), k the largest rank kept, with ``u_b rest_b`` the truncation of matrix b
+    at its own rank k_b. The directions beyond k_b carry nothing: their columns of ``u_b`` are zero (the SVD route:
+    the last k − k_b; the Gram route: the first k − k_b), or, where the Gram is ``mᵀm`` (m > n) and ``u_b`` the Q of
+    a QR, ``rest_b`` has rank k_b."""
     m, n = matrix.shape[1:]
     wide = m <= n
     if gram:

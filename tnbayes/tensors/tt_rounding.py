@@ -100,7 +100,7 @@ def cores_to_dense(cores: Sequence[torch.Tensor]) -> torch.Tensor:
     Parameters
     ----------
     cores : sequence of torch.Tensor of shape (r_{k-1}, n_k, r_k), or (B, r_{k-1}, n_k, r_k)
-        One TT, or B TTs of equal ranks (e.g. a :class:`~tnbayes.tensors.tt_batched.TTBatch`'s cores).
+        One TT, or B TTs of equal ranks (e.g. from :func:`~tnbayes.tensors.tt_svd_batched`).
 
     Returns
     -------
@@ -157,8 +157,8 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
     matrix : sequence of torch.Tensor of shape (r_{k-1}, m_k, n_k, r_k)
         The cores of ``A`` (row modes m, column modes n).
     vector : sequence of torch.Tensor of shape (s_{k-1}, n_k, s_k), or (B, s_{k-1}, n_k, s_k)
-        The cores of ``x`` (modes m_k with ``transpose``), or of B vectors of equal ranks (e.g. a
-        :class:`~tnbayes.tensors.tt_batched.TTBatch`'s cores).
+        The cores of ``x`` (modes m_k with ``transpose``), or of B vectors of equal ranks (e.g. from
+        :func:`~tnbayes.tensors.tt_svd_batched`).
     transpose : bool
         Compute ``Aᵀ x`` (contract the row modes).
 

@@ -372,9 +372,9 @@ class TTKalmanFilter:
             step = residual / innovation_variance
             self.mean = self._round(self.mean + gain * step, "mean", update_norm=abs(step) * gain_norm)
         else:
-            if self.forgetting_factor != 1.0:
-                self.covariance_sqrt = self.covariance_sqrt / math.sqrt(self.forgetting_factor)
             root = self.covariance_sqrt
+            if self.forgetting_factor != 1.0:  # stored with the update: a refused update leaves the state as it was
+                root = root / math.sqrt(self.forgetting_factor)
             # w = Lᵀc and g = L w = P c, right-orthonormal as the root's rounding takes them
             projected = self._compress(matvec_to_dense(root.cores, row.cores, transpose=True), "innovation",
                                        norm_core=0)
@@ -464,35 +464,42 @@ class TTKalmanFilter:
         root = self.covariance_sqrt
         if self.forgetting_factor != 1.0:
             root = root / math.sqrt(self.forgetting_factor ** B)
-        sketches = self._generator.get_state()  # restored if the block is rejected: the state is left as it was
-        projected = self._block_product(root.T, rows, B, "innovation")  # A = Lᵀ Cᵀ
-        gram = block_gram(projected, B)  # AᵀA = C P Cᵀ
-        eye = torch.eye(B, dtype=gram.dtype, device=gram.device)
-        innovation = gram + noise * eye  # S
-        gain = self._block_product(root, projected, B, "gain")  # G = L A = P Cᵀ
-        residual = targets.to(gram) - block_dot(rows, self.mean, B)
-        step = torch.linalg.solve(innovation, residual)  # S⁻¹ r
-        gain_gram = block_gram(gain, B) if self.round_relative_to == "update" else None
-        # ‖G S⁻¹r‖, the norm of the mean's step
-        mean_norm = None if gain_gram is None else math.sqrt(max(float(step @ gain_gram @ step), 0.0))
-        # the step's residual at its own rows, t − C(m + G s) = r − C G s, against the exact one R s = r − AᵀA s
-        missed = float(torch.linalg.vector_norm((gram - block_gram(rows, B, gain)) @ step))
-        residual_norm = float(torch.linalg.vector_norm(residual))
-        self.block_misses.append(missed / residual_norm if residual_norm > 0 else 0.0)
-        if not self.block_misses[-1] <= BLOCK_CONSISTENCY:  # NaN too
+        # restored if the block is rejected (BlockUpdateError) or refused (MemoryError): the state is left as it was
+        sketches, misses = self._generator.get_state(), len(self.block_misses)
+        try:
+            projected = self._block_product(root.T, rows, B, "innovation")  # A = Lᵀ Cᵀ
+            gram = block_gram(projected, B)  # AᵀA = C P Cᵀ
+            eye = torch.eye(B, dtype=gram.dtype, device=gram.device)
+            innovation = gram + noise * eye  # S
+            gain = self._block_product(root, projected, B, "gain")  # G = L A = P Cᵀ
+            residual = targets.to(gram) - block_dot(rows, self.mean, B)
+            step = torch.linalg.solve(innovation, residual)  # S⁻¹ r
+            gain_gram = block_gram(gain, B) if self.round_relative_to == "update" else None
+            # ‖G S⁻¹r‖, the norm of the mean's step
+            mean_norm = None if gain_gram is None else math.sqrt(max(float(step @ gain_gram @ step), 0.0))
+            # the step's residual at its own rows, t − C(m + G s) = r − C G s, against the exact one R s = r − AᵀA s
+            missed = float(torch.linalg.vector_norm((gram - block_gram(rows, B, gain)) @ step))
+            residual_norm = float(torch.linalg.vector_norm(residual))
+            self.block_misses.append(missed / residual_norm if residual_norm > 0 else 0.0)
+            if not self.block_misses[-1] <= BLOCK_CONSISTENCY:  # NaN too
+                self._generator.set_state(sketches)
+                raise BlockUpdateError(
+                    f"The block update of {B} rows missed its rows' exact posterior residual by {missed:.3g}, more "
+                    f"than {BLOCK_CONSISTENCY:g} of their residual {residual_norm:.3g}: the innovation and gain ranks "
+                    f"(caps + {B}) lose more than the measurement noise {noise:.3g} absorbs. "
+                    f"The state is unchanged; update with these rows one at a time, or raise the 'innovation' and "
+                    f"'gain' rank caps.")
+            mean = self._round(self.mean + block_weighted_sum(gain, step, B), "mean", update_norm=mean_norm)
+            weights = root_factors(gram, noise)  # W
+            mixed = block_mix(projected, weights, B)  # A Wᵀ (W is symmetric)
+            update_norm = None if gain_gram is None else \
+                math.sqrt(max(float(torch.trace(gain_gram @ weights @ gram @ weights)), 0.0))  # ‖G W Aᵀ‖_F
+            new_root = self._round_root(root, gain, mixed, B, update_norm)
+        except MemoryError:
             self._generator.set_state(sketches)
-            raise BlockUpdateError(
-                f"The block update of {B} rows missed its rows' exact posterior residual by {missed:.3g}, more than "
-                f"{BLOCK_CONSISTENCY:g} of their residual {residual_norm:.3g}: the innovation and gain ranks "
-                f"(caps + {B}) lose more than the measurement noise {noise:.3g} absorbs. "
-                f"The state is unchanged; update with these rows one at a time, or raise the 'innovation' and 'gain' "
-                f"rank caps.")
-        mean = self._round(self.mean + block_weighted_sum(gain, step, B), "mean", update_norm=mean_norm)
-        weights = root_factors(gram, noise)  # W
-        mixed = block_mix(projected, weights, B)  # A Wᵀ (W is symmetric)
-        update_norm = None if gain_gram is None else \
-            math.sqrt(max(float(torch.trace(gain_gram @ weights @ gram @ weights)), 0.0))  # ‖G W Aᵀ‖_F
-        self.covariance_sqrt = self._round_root(root, gain, mixed, B, update_norm)
+            del self.block_misses[misses:]
+            raise
+        self.covariance_sqrt = new_root
         self.mean = mean
         self.num_updates += B
         trace = float(torch.linalg.vector_norm(self.covariance_sqrt.cores[-1])) ** 2  # cores 0..d-2 orthonormal
@@ -504,8 +511,11 @@ class TTKalmanFilter:
         without a cap, by a randomized sketch of the exact product with one."""
         rule = self.truncation[quantity].for_block(batch)
         sizes = [*matrix.row_shape[:-1], matrix.row_shape[-1] * batch]
-        self._refuse_unaffordable(matrix.ranks, block.ranks, sizes, f"the {quantity} product of {batch} rows",
-                                  ("covariance", "row" if quantity == "innovation" else "innovation"))
+        product = [a * b for a, b in zip(matrix.ranks, block.ranks)]
+        # the zip-up holds one of the product's cores at a time, the sketch all of them
+        self._refuse_unaffordable([product], sizes, f"the {quantity} product of {batch} rows",
+                                  ("covariance", "row" if quantity == "innovation" else "innovation"),
+                                  one_core_at_a_time=rule.max_rank is None)
         if rule.max_rank is None:
             return block_matvec_rounded(matrix, block, batch, rule.tol)
         # with a cap the zip-up's greedy truncations bind and lose accuracy (a 4096-point sinc with TNKF()'s caps:
@@ -513,16 +523,20 @@ class TTKalmanFilter:
         return randomized_round_sum([block_matvec(matrix, block, batch)], max_rank=rule.max_rank, tol=rule.tol,
                                     generator=self._generator)
 
-    def _refuse_unaffordable(self, left_ranks: tuple[int, ...], right_ranks: tuple[int, ...], core_sizes: list[int],
-                             what: str, quantities: tuple[str, ...]) -> None:
-        """Raise ``MemoryError`` before forming a TT of ranks ``left_ranks[k]·right_ranks[k]`` (d + 1 each) over cores
-        of ``core_sizes`` entries (d) when it would take more than :data:`FORMED_MEMORY_SHARE` of the free memory;
-        the state is unchanged. Without a rank cap a quantity's ranks follow its tolerance, which on data of many
+    def _refuse_unaffordable(self, formed: list[list[int]], core_sizes: list[int], what: str,
+                             quantities: tuple[str, ...], *, one_core_at_a_time: bool = False) -> None:
+        """Raise ``MemoryError`` before forming TTs of the ranks in ``formed`` (d + 1 each) over cores of
+        ``core_sizes`` entries (d) when together they would take more than :data:`FORMED_MEMORY_SHARE` of the free
+        memory (``one_core_at_a_time``: their largest core, as a zip-up holds them); nothing of the filter's state has
+        been changed by then. Without a rank cap a quantity's ranks follow its tolerance, which on data of many
         inputs can let them grow until its products no longer fit: the message names those of ``quantities`` (the
-        ones whose ranks make the TT's) that have no cap."""
-        ranks = [a * b for a, b in zip(left_ranks, right_ranks)]
+        ones whose ranks make the TTs') that have no cap."""
         like = (self.covariance_sqrt if self.square_root else self._covariance).cores[0]
-        needed = sum(r0 * size * r1 for r0, size, r1 in zip(ranks, core_sizes, ranks[1:])) * like.element_size()
+        needed = 0
+        for ranks in formed:
+            cores = [r0 * size * r1 for r0, size, r1 in zip(ranks, core_sizes, ranks[1:])]
+            needed += (max(cores) if one_core_at_a_time else sum(cores)) * like.element_size()
+        ranks = [rank for ranks in formed for rank in ranks]
         device = like.device
         available = available_memory_bytes(device)
         if needed <= FORMED_MEMORY_SHARE * available:
@@ -547,7 +561,9 @@ class TTKalmanFilter:
         ``right_orthonormal``: the row update's ``g`` and ``β w`` have right-orthonormal cores 1..d-1 already."""
         rule = self.truncation["covariance"]
         if rule.max_rank is None:
-            self._refuse_unaffordable(gain.ranks, mixed.ranks, [m * n for m, n in zip(root.row_shape, root.col_shape)],
+            outer = [a * b for a, b in zip(gain.ranks, mixed.ranks)]  # formed, then added to the root: ranks add
+            self._refuse_unaffordable([outer, [a + b for a, b in zip(root.ranks, outer)]],
+                                      [m * n for m, n in zip(root.row_shape, root.col_shape)],
                                       "the covariance root's update", ("covariance", "gain", "innovation"))
             return self._round(root - block_outer(gain, mixed, batch), "covariance", update_norm=update_norm)
         if batch == 1:
