@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from tnbayes.tensors.tt_rounding import GRAM_MIN_TOL, gram_rank
+from tnbayes.tensors.tt_rounding import gram_rank, uses_gram_route
 
 __all__ = ["tt_svd_batched"]
 
@@ -60,7 +60,7 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
     if batch == 0:
         raise ValueError("tt_svd_batched needs at least one tensor; got a batch of 0.")
     deltas = (tol * torch.linalg.vector_norm(tensors, dim=1) / math.sqrt(max(d - 1, 1))).tolist()
-    gram = tensors.dtype == torch.float64 and (tol >= GRAM_MIN_TOL or (tol == 0 and max_rank is not None))
+    gram = uses_gram_route(tensors.dtype, tol, max_rank)
 
     def largest_rank(bond: int) -> int:  # of any TT of these modes at bond k (after core k − 1), under the cap
         bound = min(math.prod(shape[:bond]), math.prod(shape[bond:]))

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 
 __all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "matvec_to_dense",
-           "middle_bond", "right_orthogonalize", "round_cores", "truncation_rank", "tt_svd"]
+           "middle_bond", "right_orthogonalize", "round_cores", "truncation_rank", "tt_svd", "uses_gram_route"]
 
 #: a truncated SVD through the eigendecomposition of the smaller Gram matrix resolves singular values down to about
 #: √eps·σ_max (1.5e-8 in float64): :func:`tt_svd` takes that route in float64 when the tolerance is at least this
@@ -222,6 +222,23 @@ def gram_rank(squares: torch.Tensor | Sequence[float], delta: float, max_rank: i
     return keep if max_rank is None else min(keep, int(max_rank))
 
 
+def uses_gram_route(dtype: torch.dtype, tol: float, max_rank: int | None) -> bool:
+    """Whether :func:`tt_svd` truncates through Gram matrices (:func:`leading_factor` with ``gram``) rather than
+    LAPACK's SVD: in float64 with ``tol`` at least :data:`GRAM_MIN_TOL`, or 0 with a ``max_rank``.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+    tol : float
+    max_rank : int, optional
+
+    Returns
+    -------
+    bool
+    """
+    return dtype == torch.float64 and (tol >= GRAM_MIN_TOL or (tol == 0 and max_rank is not None))
+
+
 def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = None,
            reference_norm: float | None = None, norm_core: int | None = None) -> list[torch.Tensor]:
     """TT-SVD of a dense d-way tensor (Oseledets 2011, Algorithm 1).
@@ -264,7 +281,7 @@ def tt_svd(tensor: torch.Tensor, *, tol: float = 0.0, max_rank: int | None = Non
     delta = tol * norm / math.sqrt(max(d - 1, 1))
     if norm_core is not None and not 0 <= int(norm_core) < d:
         raise ValueError(f"norm_core must be a core index in [0, {d - 1}]; got {norm_core}.")
-    gram = tensor.dtype == torch.float64 and (tol >= GRAM_MIN_TOL or (tol == 0 and max_rank is not None))
+    gram = uses_gram_route(tensor.dtype, tol, max_rank)
     if norm_core is None and not gram:
         norm_core = d - 1
     return _tt_svd_both_ends(tensor, delta, max_rank, gram=gram, norm_core=norm_core)
