@@ -184,8 +184,8 @@ def matvec_to_dense(matrix: Sequence[torch.Tensor], vector: Sequence[torch.Tenso
         (ra, q, p, ra1), rx1, size = a.shape, x.shape[-1], left.shape[-3]
         part = (left.reshape(*batch, size * ra, -1) @ x.reshape(*batch, x.shape[-3], -1)).reshape(*batch, size,
                                                                                                    ra * q, rx1)
-        part = part.transpose(-1, -2).reshape(*batch, size * rx1, ra * q) @ a.reshape(ra * q, p * ra1)
-        left = part.reshape(*batch, size, rx1, p, ra1).movedim(-3, -1).reshape(*batch, size * p, ra1, rx1)
+        # each output's (r_A q, r_x') slice times the core: (output, p r_A', r_x'), a view of the next partial result
+        left = (a.reshape(ra * q, p * ra1).T @ part).reshape(*batch, size * p, ra1, rx1)
     right = cores[0].new_ones(*batch, 1, 1, 1)  # (r_A, r_x, output so far)
     for a, x in zip(reversed(cores[split:]), reversed(vector[split:])):
         (ra, q, p, ra1), rx, size = a.shape, x.shape[-3], right.shape[-1]

@@ -116,22 +116,24 @@ def _bond_basis(apply: Callable[[torch.Tensor], torch.Tensor], formed: torch.Ten
         apply = formed.__matmul__
     if width is None:
         values, vectors = torch.linalg.eigh(formed)
-        rank = gram_rank(values, delta, max_rank)
-        return _fixed_signs(vectors[:, size - rank:]), float(values[size - rank:].sum())
+        squares = values.tolist()
+        rank = gram_rank(squares, delta, max_rank)
+        return _fixed_signs(vectors[:, size - rank:]), sum(squares[size - rank:])
     q, _ = torch.linalg.qr(apply(_start_block(size, width, like.dtype, like.device)))
     q, _ = torch.linalg.qr(apply(q))  # orthonormalised between the products: M² would square the eigenvalue ratios
     values, vectors = torch.linalg.eigh(q.T @ apply(q))
-    outside = max(trace - float(values.sum()), 0.0)
-    rank = gram_rank(torch.cat([values.new_tensor([outside]), values]), delta, max_rank)
-    return _fixed_signs(q @ vectors[:, width - rank:]), float(values[width - rank:].sum())
+    squares = values.tolist()
+    outside = max(trace - sum(squares), 0.0)
+    rank = gram_rank([outside, *squares], delta, max_rank)
+    return _fixed_signs(q @ vectors[:, width - rank:]), sum(squares[width - rank:])
 
 
 def _fixed_signs(basis: torch.Tensor) -> torch.Tensor:
     """``basis`` (size, rank) with each column's largest-magnitude entry made positive. An eigenvector's sign is
     LAPACK's (or cuSOLVER's) choice; the next bond's subspace iteration starts from a fixed block in the coordinates
-    this basis defines, so without a fixed sign its result would depend on the library, not only on the matrix."""
-    largest = basis.gather(0, basis.abs().argmax(dim=0, keepdim=True))
-    return basis * torch.where(largest < 0, -1.0, 1.0).to(basis.dtype)
+    this basis defines, so without a fixed sign its result would depend on the library, not only on the matrix.
+    (The largest entry of an orthonormal column is not 0, so its sign is ±1.)"""
+    return basis * basis.gather(0, basis.abs().argmax(dim=0, keepdim=True)).sign()
 
 
 def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, scale: float, *, tol: float,
@@ -171,7 +173,8 @@ def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, sca
         raise ValueError(f"u needs modes {matrix.row_shape} and v {matrix.col_shape}; got {left.shape} and "
                          f"{right.shape}.")
     dtype = matrix.cores[0].dtype  # the Gram algebra runs in float64 (it squares singular values), cast back after
-    a_cores, u_cores, v_cores = ([c.to(torch.float64) for c in t.cores] for t in (matrix, left, right))
+    a_cores, u_cores, v_cores = ([c if c.dtype == torch.float64 else c.to(torch.float64) for c in t.cores]
+                                 for t in (matrix, left, right))
     if not right_orthonormal:
         u_cores, v_cores = right_orthogonalize(u_cores), right_orthogonalize(v_cores)
     d = len(a_cores)
@@ -211,4 +214,4 @@ def round_rank_one_update(matrix: TTMatrix, left: TTVector, right: TTVector, sca
         out.append(basis.reshape(r, ni, nj, rank))
         carried_a = basis.T @ z_a
         carried_uv = (basis.T @ z_uv).reshape(rank, rb1, rc1)
-    return TTMatrix([c.to(dtype) for c in out])
+    return TTMatrix(out if dtype == torch.float64 else [c.to(dtype) for c in out])
