@@ -18,7 +18,8 @@ ALLOWED_IMPORTS = {
     # the basis axis: 1-D feature maps; tensors only for index shapes
     "basis": {"basis", "tensors", "_validation", "_deprecation", "_warnings"},
     # inference engines: bases and formats in, weights out; never a model or a selection rule
-    "inference": {"inference", "basis", "tensors", "data", "distributed", "_validation", "_deprecation", "_warnings"},
+    "inference": {"inference", "basis", "tensors", "data", "distributed", "_validation", "_memory", "_deprecation",
+                  "_warnings"},
     # selection rules: bases and exact-GP ML-II; never a model
     "selection": {"selection", "basis", "tensors", "inference", "preprocessing", "_validation", "_deprecation",
                   "_warnings"},

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from tnbayes._validation import available_memory_bytes
+from tnbayes._memory import available_memory_bytes
 
 __all__ = ["check_fits_in_memory"]
 

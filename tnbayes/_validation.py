@@ -8,7 +8,6 @@ float64 numpy arrays (:func:`check_values`, :func:`check_same_shape`, :func:`che
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -429,29 +428,6 @@ def to_numpy(t: torch.Tensor | np.ndarray | float) -> np.ndarray:
     if isinstance(t, torch.Tensor):
         return t.detach().cpu().numpy()
     return np.asarray(t)
-
-
-def available_memory_bytes(device: torch.device | str | None = None) -> int:
-    """Memory currently free for new tensors on ``device``.
-
-    CUDA devices report their free memory (``torch.cuda.mem_get_info``); the CPU reports available
-    physical memory (Linux ``MemAvailable``; a conservative 4 GiB where that is unavailable).
-    """
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:  # MemAvailable counts reclaimable page cache; MemFree (SC_AVPHYS_PAGES) does not
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
 
 
 def unique_record_indices(X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,7 @@ from tnbayes._deprecation import (
     moved_names_getattr,
     renamed_attribute,
 )
-from tnbayes._validation import available_memory_bytes
+from tnbayes._memory import available_memory_bytes
 from tnbayes._warnings import warn_user
 from tnbayes.basis.tensor_product import TensorProductFeatures
 from tnbayes.data import StreamedRows

@@ -14,7 +14,8 @@ import gpytorch
 import torch
 
 from tnbayes._deprecation import DEPRECATED
-from tnbayes._validation import available_memory_bytes, unique_record_indices
+from tnbayes._memory import available_memory_bytes
+from tnbayes._validation import unique_record_indices
 from tnbayes.models.base import BaseModel
 from tnbayes.models.registry import register_model
 from tnbayes.selection.marginal_likelihood import (

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from tnbayes._validation import available_memory_bytes
+from tnbayes._memory import available_memory_bytes
 from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
 from tnbayes.inference.kalman.tt_batch import root_factors
 from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, round_rank_one_update
