@@ -15,7 +15,7 @@ from tnbayes.inference.kalman import (
     kalman_batch_update,
     prior_root_matrix,
 )
-from tnbayes.tensors import TTVector
+from tnbayes.tensors import TTVector, tt_svd_batched
 from tnbayes.tensors.tt_rounding import tt_svd
 
 EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
@@ -90,6 +90,14 @@ def test_prediction_given_a_zero_entry_is_the_posterior_of_the_model_without_it(
         assert got == pytest.approx(expected, rel=1e-7, abs=1e-9)
         plain = kf.predict(TTVector.from_dense(new_row, shape))
         assert abs(plain[0] - expected[0]) > 1e-3  # the entry matters: without the conditioning the mean differs
+    # B rows at once (batched cores, as TNKF's held-out rows of a block): each row's own prediction
+    new_rows = torch.randn(4, n, generator=g, dtype=torch.float64)
+    entries = [0, 5, n - 1, 5]
+    means, variances = kf.predict_given_zero_entries(tt_svd_batched(new_rows, shape), entries)
+    assert means.shape == variances.shape == (4,)
+    for row, entry, mean, variance in zip(new_rows, entries, means, variances):
+        one = kf.predict_given_zero_entry(TTVector.from_dense(row, shape), entry)
+        assert (float(mean), float(variance)) == pytest.approx(one, rel=1e-9, abs=1e-12)
 
 
 def test_square_root_update_stays_psd_where_the_covariance_form_does_not():

@@ -19,7 +19,7 @@ from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
 from tnbayes.kernels import UnderflowSafeRBFKernel
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
-from tnbayes.tensors import TTVector, hierarchical_order
+from tnbayes.tensors import TTVector, hierarchical_order, tt_svd_batched
 from tnbayes.tensors.tt_block import block_from_dense, columns_to_block
 
 __all__ = ["KernelRowsMixin", "ROW_ORDERS", "STREAM_ORDERS"]
@@ -287,8 +287,9 @@ class KernelRowsMixin:
         """Add the prequential residuals and predictive variances of the ``wanted`` rows of a block to ``held_out``.
 
         Each row is predicted as a new input at x_i would be, from the state before the block: the model without
-        the row's own entry of α, i.e. its kernel row without k(x_i, x_i) (+ 1/γ), each row compressed alone, and
-        the state conditioned on α_i = 0 (:meth:`TTKalmanFilter.predict_given_zero_entry`, the exact posterior of
+        the row's own entry of α, i.e. its kernel row without k(x_i, x_i) (+ 1/γ), each row compressed alone as a
+        test row is (:func:`~tnbayes.tensors.tt_svd_batched`, the rows of a block in one batch), and
+        the state conditioned on α_i = 0 (:meth:`TTKalmanFilter.predict_given_zero_entries`, the exact posterior of
         the model without that entry). With the entry, its unprocessed prior variance p₀ would make every held-out row
         look well covered even when the kernel is nearly white. Without the conditioning, where α's posterior mean
         has large entries that cancel (little noise), dropping one entry moves the prediction far from the data. The
@@ -317,8 +318,7 @@ class KernelRowsMixin:
         kernel_rows = rows[wanted].clone()
         own = position[streamed[wanted]]
         kernel_rows[torch.arange(count), own] = 0.0
-        predictions = [kalman.predict_given_zero_entry(TTVector.from_dense(kernel_row, self.tt_shape_, tol=row_rule.tol,
-                                                                            max_rank=row_rule.max_rank), int(entry))
-                       for kernel_row, entry in zip(kernel_rows, own)]
-        means, variances = torch.tensor(predictions, dtype=torch.float64).T  # on the CPU, as the targets
+        compressed = tt_svd_batched(kernel_rows, self.tt_shape_, tol=row_rule.tol, max_rank=row_rule.max_rank)
+        means, variances = (value.to(torch.float64).cpu() for value in  # on the CPU, as the targets
+                            kalman.predict_given_zero_entries(compressed, own.tolist()))
         held_out.add(targets[wanted] - means, variances + self.measurement_noise_, targets[wanted], innovations)

@@ -92,23 +92,37 @@ def _leading_factors(matrix: torch.Tensor, deltas: list[float], max_rank: int | 
     ``u`` (B, m, k) and ``rest`` (B, k, n), k the largest rank kept, with ``u_b rest_b`` the truncation of matrix b
     at its own rank k_b. The directions beyond k_b carry nothing: their columns of ``u_b`` are zero (the SVD route:
     the last k − k_b; the Gram route: the first k − k_b), or, where the Gram is ``mᵀm`` (m > n) and ``u_b`` the Q of
-    a QR, ``rest_b`` has rank k_b."""
+    a QR, ``rest_b`` has rank k_b. Where the cap allows every direction and a Cholesky factorisation of each Gram
+    matrix minus its ``delta²·I`` succeeds (nothing would be discarded in any of them), no ``eigh``, as in
+    ``leading_factor``: ``u`` is the identity (m ≤ n) or the Q of a QR of the matrix (m > n)."""
     m, n = matrix.shape[1:]
     wide = m <= n
     if gram:
-        values, vectors = torch.linalg.eigh(matrix @ matrix.mT if wide else matrix.mT @ matrix)
+        grams = matrix @ matrix.mT if wide else matrix.mT @ matrix
+        short = min(m, n)
+        if max_rank is None or max_rank >= short:  # as leading_factor: nothing to discard where Cholesky tells so
+            identity = torch.eye(short, dtype=matrix.dtype, device=matrix.device)
+            squares = torch.tensor(deltas, dtype=matrix.dtype, device=matrix.device).square()[:, None, None]
+            if not bool(torch.linalg.cholesky_ex(grams - squares * identity).info.any()):  # for every matrix
+                return (identity.expand(matrix.shape[0], short, short), matrix) if wide else torch.linalg.qr(matrix)
+        values, vectors = torch.linalg.eigh(grams)
     else:
         u, singular_values, vh = torch.linalg.svd(matrix, full_matrices=False)
         values = singular_values.flip(1).square()  # ascending squares, as truncation_rank takes them
-    ranks = torch.tensor([gram_rank(row, delta, max_rank) for row, delta in zip(values.tolist(), deltas)],
-                         device=matrix.device)
-    rank = int(ranks.max())
-    position = torch.arange(rank, device=matrix.device)
+    own_ranks = [gram_rank(row, delta, max_rank) for row, delta in zip(values.tolist(), deltas)]
+    rank = max(own_ranks)
+    keeps = None  # (B, k): which of the k columns each matrix keeps, where some keep fewer than the batch's rank
+    if min(own_ranks) < rank:
+        ranks = torch.tensor(own_ranks, device=matrix.device)[:, None]
+        position = torch.arange(rank, device=matrix.device)
+        keeps = (position >= rank - ranks if gram else position < ranks).to(matrix.dtype)
     if not gram:  # the leading singular triplets, descending
-        kept = (position < ranks[:, None]).to(matrix.dtype)  # (B, k): the columns each matrix keeps
-        return u[:, :, :rank] * kept[:, None, :], kept[:, :, None] * singular_values[:, :rank, None] * vh[:, :rank]
+        u, rest = u[:, :, :rank], singular_values[:, :rank, None] * vh[:, :rank]
+        return (u, rest) if keeps is None else (u * keeps[:, None, :], keeps[:, :, None] * rest)
     # eigh sorts ascending: the last `rank` eigenvectors, of which matrix b keeps its last ranks[b]
-    kept = vectors[:, :, vectors.shape[2] - rank:] * (position >= rank - ranks[:, None]).to(matrix.dtype)[:, None, :]
+    kept = vectors[:, :, vectors.shape[2] - rank:]
+    if keeps is not None:
+        kept = kept * keeps[:, None, :]
     if wide:
         return kept, kept.mT @ matrix
     q, r = torch.linalg.qr(matrix @ kept)

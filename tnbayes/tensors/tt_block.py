@@ -148,6 +148,14 @@ def block_weighted_sum(block: TTVector, coefficients: torch.Tensor, batch: int) 
     return block_mix(block, coefficients.reshape(1, -1), batch)
 
 
+def _environment_step(env: torch.Tensor, core: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """``Σ_{a,b,n} env[a, b] core[a, n, c] other[b, n, d]`` → (c, d): one step of an inner product of two TTs from
+    the left, as two matrix products (an ``einsum`` of three operands costs more than both at these sizes)."""
+    a, n, c = core.shape
+    carried = (env.T @ core.reshape(a, n * c)).reshape(-1, c)  # (b n, c)
+    return carried.T @ other.reshape(carried.shape[0], -1)
+
+
 def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> torch.Tensor:
     """``UᵀU`` (B × B) of a block TT, or ``UᵀV`` with a second block of the same modes.
 
@@ -170,8 +178,8 @@ def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> to
         raise ValueError(f"block_gram needs two blocks with the same modes; got {block.shape} and {other.shape}.")
     env = torch.ones(1, 1, dtype=block.dtype, device=block.device)
     for core, other_core in zip(block.cores[:-1], other.cores[:-1]):
-        env = torch.einsum("ab,anc,bnd->cd", env, core, other_core)
-    return torch.einsum("ab,ani,bnj->ij", env, _last(block, batch), _last(other, batch))
+        env = _environment_step(env, core, other_core)
+    return _environment_step(env, _last(block, batch), _last(other, batch))
 
 
 def block_matvec_rounded(matrix: TTMatrix, block: TTVector, batch: int, tol: float = 0.0,
@@ -202,9 +210,13 @@ def block_matvec_rounded(matrix: TTMatrix, block: TTVector, batch: int, tol: flo
     for k, (a, x) in enumerate(zip(matrix.cores, block.cores)):
         if k == d - 1:
             x = _last(block, batch)  # the column index as the right rank
-        partial = torch.einsum("tag,gjd->tajd", carry, x)
-        product = torch.einsum("tajd,amjb->tmbd", partial, a)  # (t, m, r_A', r_U')
-        t, m, rb, rd = product.shape
+        # matrix products, not einsum: the contraction of a few small cores per call makes its overhead count
+        t, ra, rx = carry.shape
+        rd = x.shape[2]
+        partial = (carry.reshape(t * ra, rx) @ x.reshape(rx, -1)).reshape(t, ra, x.shape[1], rd)  # (t, r_A, j, r_U')
+        m, rb = a.shape[1], a.shape[3]
+        product = (partial.permute(0, 3, 1, 2).reshape(t * rd, -1) @ a.permute(0, 2, 1, 3).reshape(-1, m * rb))
+        product = product.reshape(t, rd, m, rb).permute(0, 2, 3, 1)  # (t, m, r_A', r_U')
         if k == d - 1:
             cores.append(product.reshape(t, m * rb * rd, 1))  # rb = 1, rd = B: the column index fastest
             break
@@ -228,8 +240,8 @@ def block_dot(block: TTVector, vector: TTVector, batch: int) -> torch.Tensor:
     """
     env = torch.ones(1, 1, dtype=vector.dtype, device=vector.device)
     for u, x in zip(block.cores[:-1], vector.cores[:-1]):
-        env = torch.einsum("ab,anc,bnd->cd", env, u, x)
-    return torch.einsum("ab,anj,bn->j", env, _last(block, batch), vector.cores[-1][:, :, 0])
+        env = _environment_step(env, u, x)
+    return _environment_step(env, _last(block, batch), vector.cores[-1]).reshape(-1)
 
 
 def block_transpose_norms_squared(matrix: TTMatrix, block: TTVector, batch: int) -> torch.Tensor:

@@ -221,42 +221,57 @@ class TTKalmanFilter:
         return float(mean), self.variance(row)
 
     def predict_given_zero_entry(self, row: TTVector, entry: int) -> tuple[float, float]:
-        """The predictive mean and variance of ``cᵀw`` (without the noise) given the state and ``w_entry = 0``.
+        """The predictive mean and variance (floats) of ``cᵀw`` (without the noise) given the state and
+        ``w_entry = 0``: :meth:`predict_given_zero_entries` of one row ``c`` (a TTVector of modes ``shape``)."""
+        means, variances = self.predict_given_zero_entries([core[None] for core in row.cores], [int(entry)])
+        return float(means[0]), float(variances[0])
 
-        With ``p = P e_entry`` the conditional mean is ``cᵀ(m − p m_entry / p_entry)`` and the conditional variance
-        ``cᵀPc − (cᵀp)² / p_entry`` (a Schur complement, ≥ 0): the posterior of a model without that entry of the
-        state, given the same rows. In square-root mode ``cᵀp = (Lᵀc)ᵀ(Lᵀe)``, both as dense vectors: ``Lᵀc`` by
-        :func:`~tnbayes.tensors.tt_rounding.matvec_to_dense`, ``Lᵀe`` (row ``entry`` of L) from L's cores sliced at
-        the entry's mode indices.
+    def predict_given_zero_entries(self, rows: list[torch.Tensor],
+                                   entries: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The predictive means and variances of ``c_bᵀw`` (without the noise) given the state and ``w_{e_b} = 0``,
+        for B rows at once.
+
+        With ``p = P e`` the conditional mean is ``cᵀ(m − p m_e / p_e)`` and the conditional variance
+        ``cᵀPc − (cᵀp)² / p_e`` (a Schur complement, ≥ 0): the posterior of a model without that entry of the
+        state, given the same rows. In square-root mode ``cᵀp = (Lᵀc)ᵀ(Lᵀe)``, all as dense vectors for the whole
+        batch: ``Lᵀc`` by :func:`~tnbayes.tensors.tt_rounding.matvec_to_dense`, ``Lᵀe`` (row e of L) from L's cores
+        sliced at the entry's mode indices. Where no variance is left in the entry (or, in covariance mode, P lost
+        definiteness there) the state's own prediction.
 
         Parameters
         ----------
-        row : TTVector
-            ``c``, modes ``shape``.
-        entry : int
-            Index of the state entry held at zero (n_1 slowest, as dense vectors are laid out).
+        rows : list of torch.Tensor of shape (B, r_{k-1}, n_k, r_k)
+            The B rows ``c_b`` as batched TT cores of modes ``shape`` (e.g. from
+            :func:`~tnbayes.tensors.tt_svd_batched`).
+        entries : list of int
+            B indices of the state entry held at zero (n_1 slowest, as dense vectors are laid out).
 
         Returns
         -------
-        mean, variance : float
+        means, variances : torch.Tensor of shape (B,)
         """
-        digits = [int(digit) for digit in np.unravel_index(int(entry), self.shape)]  # the TT mode indices, n_1 slowest
-        mean = float(row.to_dense() @ self._dense_mean())
-        own_mean = float(self._dense_mean()[int(entry)])
+        digits = np.unravel_index(np.asarray(entries, dtype=np.int64), self.shape)  # d arrays of B mode indices
+        mean = self._dense_mean()
+        means, own_means = cores_to_dense(rows) @ mean, mean[torch.as_tensor(entries, device=mean.device)]
         if self.square_root:
-            projected = matvec_to_dense(self.covariance_sqrt.cores, row.cores, transpose=True)  # Lᵀc
-            own = cores_to_dense([core[:, digit] for core, digit in zip(self.covariance_sqrt.cores, digits)])  # Lᵀe
-            variance, cross, own_variance = (float(a @ b) for a, b in
-                                             ((projected, projected), (projected, own), (own, own)))
+            cores = self.covariance_sqrt.cores
+            projected = matvec_to_dense(cores, rows, transpose=True)  # (B, N): Lᵀc_b
+            own = cores_to_dense([core[:, torch.as_tensor(index, device=core.device)].movedim(1, 0)
+                                  for core, index in zip(cores, digits)])  # (B, N): Lᵀe_b
+            variances, cross, own_variances = ((a * b).sum(1) for a, b in
+                                               ((projected, projected), (projected, own), (own, own)))
         else:
-            unit = TTVector([torch.nn.functional.one_hot(torch.tensor(digit), size).to(row.cores[0]).reshape(1, -1, 1)
-                             for digit, size in zip(digits, self.shape)])
-            column = self._covariance.matvec(unit)  # P e
-            variance, cross, own_variance = (float(self._covariance.quadratic_form(row)), float(row.dot(column)),
-                                             float(unit.dot(column)))
-        if not own_variance > 0:  # no variance left in the entry (or, in covariance mode, P lost definiteness there)
-            return mean, max(variance, 0.0)  # nothing to condition on: the state's own prediction
-        return mean - cross * own_mean / own_variance, max(variance - cross * cross / own_variance, 0.0)
+            variances, cross, own_variances = (mean.new_empty(len(entries)) for _ in range(3))
+            for b, index in enumerate(zip(*digits)):
+                row = TTVector([core[b] for core in rows])
+                unit = TTVector([torch.eye(n, dtype=mean.dtype, device=mean.device)[int(i)].reshape(1, -1, 1)
+                                 for i, n in zip(index, self.shape)])
+                column = self._covariance.matvec(unit)  # P e
+                variances[b], cross[b], own_variances[b] = (float(self._covariance.quadratic_form(row)),
+                                                            float(row.dot(column)), float(unit.dot(column)))
+        conditioned = own_variances > 0  # else nothing to condition on
+        ratio = torch.where(conditioned, cross / torch.where(conditioned, own_variances, 1.0), 0.0)
+        return means - ratio * own_means, (variances - ratio * cross).clamp_min(0.0)
 
     def dense_means(self, rows: torch.Tensor) -> torch.Tensor:
         """The predicted measurements ``C m`` of dense rows (from the dense mean the row updates keep).
