@@ -23,9 +23,10 @@ def cgroup_tree(tmp_path, monkeypatch):
     mount.mkdir()
     monkeypatch.setattr(memory, "_PROC_CGROUP", str(proc))
     monkeypatch.setattr(memory, "_CGROUP_MOUNT", str(mount))
-    memory._limited_groups.cache_clear()  # which groups set a limit is found once per pair of paths
+    monkeypatch.setattr(memory, "_machine_memory_available", lambda: 2**40)  # a large machine: the group binds
+    memory._GROUPS.clear()  # which groups to read is found once per pair of paths
     yield proc, mount
-    memory._limited_groups.cache_clear()
+    memory._GROUPS.clear()
 
 
 def _v2_group(directory, limit: str, usage: int, inactive_file: int = 0) -> None:
@@ -67,19 +68,23 @@ def test_no_limit_anywhere_leaves_the_machine_s_memory(cgroup_tree):
     assert memory.available_memory_bytes("cpu") > 0
 
 
-def test_v1_takes_the_hierarchical_limit_and_falls_back_to_its_mount(cgroup_tree):
+def test_v1_walks_the_visible_ancestors_and_takes_the_mount_s_hierarchical_limit(cgroup_tree):
     proc, mount = cgroup_tree
-    group = mount / "memory" / "docker" / "abc"
+    parent, group = mount / "memory" / "docker", mount / "memory" / "docker" / "abc"
     _write(proc, "5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/\n")
     _write(group / "memory.usage_in_bytes", f"{GIB}\n")
     _write(group / "memory.limit_in_bytes", "9223372036854771712\n")  # the group's own: none, its parent's binds
-    _write(group / "memory.stat", f"cache 0\nhierarchical_memory_limit {3 * GIB}\ntotal_inactive_file {GIB // 2}\n")
-    assert memory.cgroup_memory_available() == 3 * GIB - GIB + GIB // 2
-    # without a cgroup namespace the listed path is the host's: the container sees its own group at the mount
+    _write(parent / "memory.usage_in_bytes", f"{2 * GIB}\n")  # the group and a sibling
+    _write(parent / "memory.limit_in_bytes", f"{3 * GIB}\n")
+    _write(parent / "memory.stat", f"cache 0\ntotal_inactive_file {GIB // 2}\n")
+    assert memory.cgroup_memory_available() == 3 * GIB - 2 * GIB + GIB // 2  # the parent's usage, not the group's
+    # without a cgroup namespace the listed path is the host's: the container sees its own group at the mount, whose
+    # hierarchical limit includes those of ancestors it cannot see
     _write(proc, "4:memory:/docker/elsewhere\n")
     _write(mount / "memory" / "memory.usage_in_bytes", f"{GIB}\n")
-    _write(mount / "memory" / "memory.limit_in_bytes", f"{2 * GIB}\n")
-    memory._limited_groups.cache_clear()
+    _write(mount / "memory" / "memory.limit_in_bytes", "9223372036854771712\n")
+    _write(mount / "memory" / "memory.stat", f"hierarchical_memory_limit {2 * GIB}\ntotal_inactive_file 0\n")
+    memory._GROUPS.clear()
     assert memory.cgroup_memory_available() == GIB
 
 
@@ -99,10 +104,10 @@ def test_an_unreadable_or_odd_cgroup_file_changes_nothing(cgroup_tree):
     _write(proc, "garbage\n0::/../../elsewhere\n")
     _write(mount / "cgroup.controllers", "memory\n")
     _v2_group(mount, "not-a-number", usage=GIB)
-    memory._limited_groups.cache_clear()
+    memory._GROUPS.clear()
     assert memory.cgroup_memory_available() is None
     _v2_group(mount, str(2 * GIB), usage=GIB)  # the same path, read as the mount's group, once it sets a limit
-    memory._limited_groups.cache_clear()
+    memory._GROUPS.clear()
     assert memory.cgroup_memory_available() == GIB
 
 

@@ -9,7 +9,6 @@ and past which the kernel kills the process instead of failing an allocation).
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -85,90 +84,95 @@ def _inside(path: str, mount: str) -> bool:
     return os.path.commonpath([path, mount]) == mount
 
 
-def _v2_groups(relative: str) -> list[str]:
-    """cgroup v2: the process's group and its ancestors up to the mount (the root group sets no limit), on the
-    unified mount (``/sys/fs/cgroup``, or ``unified/`` below it on hybrid v1 + v2 systems)."""
-    groups = []
-    for mount in (_CGROUP_MOUNT, os.path.join(_CGROUP_MOUNT, "unified")):
-        if not os.path.isfile(os.path.join(mount, "cgroup.controllers")):
-            continue
-        group = os.path.normpath(os.path.join(mount, relative))
-        if not _inside(group, mount) or not os.path.isdir(group):  # another namespace's path: the mount is ours
-            group = mount
-        groups.append(group)
-        while group != mount:
-            group = os.path.dirname(group)
-            groups.append(group)
-    return groups
+def _chain(mount: str, relative: str) -> list[str]:
+    """The process's group (``relative`` below ``mount``) and its ancestors up to the mount; the mount alone where the
+    path is another namespace's or not there (a container without its own cgroup namespace sees its group there)."""
+    group = os.path.normpath(os.path.join(mount, relative))
+    if not _inside(group, mount) or not os.path.isdir(group):
+        return [mount]
+    chain = [group]
+    while group != mount:
+        group = os.path.dirname(group)
+        chain.append(group)
+    return chain
 
 
 def _v2_available(group: str) -> int | None:
-    """A v2 group's ``memory.max`` − ``memory.current`` + inactive file cache; None without a limit."""
+    """A v2 group's ``memory.max`` − ``memory.current`` + inactive file cache; None without a limit (``max``, or
+    the root group, which has neither file)."""
     limit = _read_int(os.path.join(group, "memory.max"))
-    usage = _read_int(os.path.join(group, "memory.current"))
-    if limit is None or usage is None:
+    usage = None if limit is None else _read_int(os.path.join(group, "memory.current"))
+    if usage is None:
         return None
     return max(limit - usage + (_stat_value(os.path.join(group, "memory.stat"), "inactive_file") or 0), 0)
 
 
-def _v1_group(relative: str) -> list[str]:
-    """cgroup v1: the process's group on the memory mount, or the mount itself where that path is another
-    namespace's (a container without its own cgroup namespace sees its group at the mount)."""
-    mount = os.path.join(_CGROUP_MOUNT, "memory")
-    group = os.path.normpath(os.path.join(mount, relative))
-    return [group if _inside(group, mount) and os.path.isfile(os.path.join(group, "memory.usage_in_bytes"))
-            else mount]
-
-
-def _v1_available(group: str) -> int | None:
-    """A v1 group's hierarchical limit (the smallest of the group and its ancestors) − usage + inactive file cache;
-    None without a limit."""
-    usage = _read_int(os.path.join(group, "memory.usage_in_bytes"))
+def _v1_available(group: str, top: bool) -> int | None:
+    """A v1 group's ``memory.limit_in_bytes`` − ``memory.usage_in_bytes`` (which counts its descendants) + inactive
+    file cache; for the topmost group visible (``top``) the limit is ``hierarchical_memory_limit``, which includes the
+    limits of ancestors outside the mount (whose usage this group's stands in for). None without a limit."""
     stat = os.path.join(group, "memory.stat")
-    limit = _stat_value(stat, "hierarchical_memory_limit") or _read_int(os.path.join(group, "memory.limit_in_bytes"))
-    if usage is None or limit is None or limit >= _V1_UNLIMITED:
+    limit = _read_int(os.path.join(group, "memory.limit_in_bytes"))
+    if top:
+        limit = _stat_value(stat, "hierarchical_memory_limit") or limit
+    usage = None if limit is None or limit >= _V1_UNLIMITED else _read_int(os.path.join(group,
+                                                                                         "memory.usage_in_bytes"))
+    if usage is None:
         return None
     return max(limit - usage + (_stat_value(stat, "total_inactive_file") or 0), 0)
 
 
-@functools.lru_cache(maxsize=8)
-def _limited_groups(proc_cgroup: str, mount: str) -> tuple[tuple[str, bool], ...]:
-    """The process's memory cgroups that set a limit, as (directory, whether v2), found once per process (and
-    per pair of paths): the usage is read at every call, the hierarchy is not walked again."""
+#: the groups to read for each (``/proc/self/cgroup``, mount) pair, found once per process: (directory, version 2,
+#: topmost visible); their limits and usage are read at every call
+_GROUPS: dict[tuple[str, str], tuple[tuple[str, bool, bool], ...]] = {}
+
+
+def _memory_groups() -> tuple[tuple[str, bool, bool], ...]:
+    """The process's memory cgroups and their visible ancestors (v2 on the unified mount, ``/sys/fs/cgroup`` or
+    ``unified/`` below it on hybrid systems; v1 on ``memory/``), as (directory, whether v2, whether the topmost)."""
+    key = (_PROC_CGROUP, _CGROUP_MOUNT)
+    if key in _GROUPS:
+        return _GROUPS[key]
     try:
-        with open(proc_cgroup) as fh:
+        with open(_PROC_CGROUP) as fh:
             lines = fh.read().splitlines()
     except OSError:
-        return ()
-    groups: list[tuple[str, bool]] = []
+        return ()  # not cached: a later call may read it
+    groups: list[tuple[str, bool, bool]] = []
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         _, controllers, path = parts
         if controllers == "":
-            groups += [(group, True) for group in _v2_groups(path.lstrip("/")) if _v2_available(group) is not None]
+            for mount in (_CGROUP_MOUNT, os.path.join(_CGROUP_MOUNT, "unified")):
+                if os.path.isfile(os.path.join(mount, "cgroup.controllers")):
+                    chain = _chain(mount, path.lstrip("/"))
+                    groups += [(group, True, group == chain[-1]) for group in chain]
         elif "memory" in controllers.split(","):
-            groups += [(group, False) for group in _v1_group(path.lstrip("/")) if _v1_available(group) is not None]
-    return tuple(groups)
+            chain = _chain(os.path.join(_CGROUP_MOUNT, "memory"), path.lstrip("/"))
+            groups += [(group, False, group == chain[-1]) for group in chain]
+    _GROUPS[key] = tuple(groups)
+    return _GROUPS[key]
 
 
 def cgroup_memory_available() -> int | None:
     """Bytes the process's memory control group (a container's, a batch job's) still lets it allocate.
 
-    Read from ``/proc/self/cgroup`` and the cgroup file systems under ``/sys/fs/cgroup``, v2, v1 and hybrid: at each
-    group that sets a limit (v2: the process's group and its ancestors; v1: the smallest limit of the group and its
-    ancestors), the limit less the group's usage plus its inactive page cache, which the kernel reclaims before it
-    kills (as ``MemAvailable`` counts it); the smallest of them. Where the listed path is another namespace's (a
-    container without its own cgroup namespace), the mount's own group. Which groups set a limit is found once per
-    process; their usage is read at every call.
+    Read from ``/proc/self/cgroup`` and the cgroup file systems under ``/sys/fs/cgroup``, v2, v1 and hybrid: at the
+    process's group and each ancestor visible that sets a limit, the limit less the group's usage (which counts its
+    descendants) plus its inactive page cache, which the kernel reclaims before it kills (as ``MemAvailable`` counts
+    it); the smallest of them. Where the listed path is another namespace's (a container without its own cgroup
+    namespace), the mount's own group; in v1 the topmost group visible takes ``hierarchical_memory_limit``, which
+    includes the limits of ancestors outside the mount (against its own usage, not theirs). Which groups to read is
+    found once per process (a process moved to another cgroup keeps reading its first); their limits and usage are
+    read at every call.
 
     Returns
     -------
     int or None
         Bytes; None where no group sets a limit or the files cannot be read (not Linux).
     """
-    free = [(_v2_available if v2 else _v1_available)(group) for group, v2 in _limited_groups(_PROC_CGROUP,
-                                                                                           _CGROUP_MOUNT)]
+    free = [_v2_available(group) if v2 else _v1_available(group, top) for group, v2, top in _memory_groups()]
     free = [value for value in free if value is not None]
     return min(free) if free else None

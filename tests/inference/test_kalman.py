@@ -98,6 +98,8 @@ def test_prediction_given_a_zero_entry_is_the_posterior_of_the_model_without_it(
     for row, entry, mean, variance in zip(new_rows, entries, means, variances):
         one = kf.predict_given_zero_entry(TTVector.from_dense(row, shape), entry)
         assert (float(mean), float(variance)) == pytest.approx(one, rel=1e-9, abs=1e-12)
+    with pytest.raises(ValueError, match="one entry per row"):
+        kf.predict_given_zero_entries(tt_svd_batched(new_rows, shape), [0])
 
 
 def test_square_root_update_stays_psd_where_the_covariance_form_does_not():

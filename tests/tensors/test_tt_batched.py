@@ -118,3 +118,22 @@ def test_rejects_tensors_that_do_not_fit_the_shape():
         tt_svd_batched(torch.zeros(729, dtype=torch.float64), SHAPE)
     with pytest.raises(ValueError, match="at least one tensor"):
         tt_svd_batched(torch.zeros(0, 729, dtype=torch.float64), SHAPE)
+
+
+def test_a_bond_that_keeps_everything_takes_the_cholesky_shortcut_in_any_batch():
+    """Where no tensor of the batch discards anything at a bond, the batch takes ``leading_factor``'s Cholesky
+    shortcut (the identity as the first core's basis, as ``tt_svd`` alone); with a batch-mate that truncates there,
+    the eigenvectors: another basis of the same tensor."""
+    g = torch.Generator().manual_seed(3)
+    shape = (2, 3, 2)
+    full = torch.randn(2, 12, generator=g, dtype=torch.float64)  # generic: full TT ranks, nothing to discard at 1e-3
+    alone = tt_svd_batched(full, shape, tol=1e-3)
+    torch.testing.assert_close(alone[0], torch.eye(2, dtype=torch.float64).expand(2, 2, 2).reshape(2, 1, 2, 2))
+    single = tt_svd(full[0].reshape(shape), tol=1e-3)
+    torch.testing.assert_close(alone[0][0], single[0])
+    torch.testing.assert_close(cores_to_dense(alone), full, rtol=0, atol=1e-12)
+    rank_one = torch.outer(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.arange(6.0, dtype=torch.float64) + 1)
+    mixed = tt_svd_batched(torch.stack([full[0], rank_one.reshape(-1)]), shape, tol=1e-3)
+    assert not torch.allclose(mixed[0][0], alone[0][0])  # eigenvectors, not the identity
+    torch.testing.assert_close(cores_to_dense(mixed)[0], full[0], rtol=0, atol=1e-12)  # the same tensor
+    assert _relative(cores_to_dense(mixed)[1], rank_one.reshape(-1)) < 1e-12

@@ -19,7 +19,7 @@ from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
 from tnbayes.kernels import UnderflowSafeRBFKernel
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
-from tnbayes.tensors import TTVector, hierarchical_order, tt_svd_batched
+from tnbayes.tensors import TTMatrix, TTVector, hierarchical_order, tt_svd_batched
 from tnbayes.tensors.tt_block import block_from_dense, columns_to_block
 
 __all__ = ["KernelRowsMixin", "ROW_ORDERS", "STREAM_ORDERS"]
@@ -32,6 +32,8 @@ ROW_ORDERS = ("auto", "given", "sorted", "pca", "tree")
 STREAM_ORDERS = ("auto", "given", "index", "random")
 #: entries of one dense kernel block computed at a time (rows × training points)
 _KERNEL_BLOCK_ENTRIES = 2**24
+#: numbers the partial products of compressed rows with the covariance root hold at once (test rows, held-out rows)
+_ROOT_PRODUCT_ENTRIES = 2**22
 
 
 class KernelRowsMixin:
@@ -50,6 +52,13 @@ class KernelRowsMixin:
         module.base_kernel.lengthscale = self.lengthscale_.to(self.dtype_).reshape(1, -1).to(self.device_)
         module.outputscale = float(self.outputscale_)
         return module.eval()
+
+    def _rows_per_root_product(self, rows: list[torch.Tensor], root: TTMatrix) -> int:
+        """Rows of batched cores (B, r, n, r') multiplied by the covariance root at once: their partial products in
+        :func:`~tnbayes.tensors.matvec_to_dense` hold about √N·n·r_L·r_row numbers per row, at most
+        :data:`_ROOT_PRODUCT_ENTRIES` in all."""
+        width = math.isqrt(self.n_padded_) * max(self.tt_shape_) * max(root.ranks) * max(c.shape[-1] for c in rows)
+        return max(1, _ROOT_PRODUCT_ENTRIES // width)
 
     def _block_rows(self, num_columns: int) -> int:
         """Kernel rows computed in one dense block of ``num_columns`` columns."""
@@ -319,6 +328,11 @@ class KernelRowsMixin:
         own = position[streamed[wanted]]
         kernel_rows[torch.arange(count), own] = 0.0
         compressed = tt_svd_batched(kernel_rows, self.tt_shape_, tol=row_rule.tol, max_rank=row_rule.max_rank)
-        means, variances = (value.to(torch.float64).cpu() for value in  # on the CPU, as the targets
-                            kalman.predict_given_zero_entries(compressed, own.tolist()))
+        chunk = self._rows_per_root_product(compressed, kalman.covariance_sqrt) if kalman.square_root else count
+        entries = own.tolist()
+        predictions = [kalman.predict_given_zero_entries([core[start:start + chunk] for core in compressed],
+                                                         entries[start:start + chunk])
+                       for start in range(0, count, chunk)]
+        means, variances = (torch.cat(values).to(torch.float64).cpu() for values in  # on the CPU, as the targets
+                            zip(*predictions))
         held_out.add(targets[wanted] - means, variances + self.measurement_noise_, targets[wanted], innovations)

@@ -539,9 +539,7 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
             if full_covariance:
                 projections.extend(L.T.matvec(TTVector([core[i] for core in rows])) for i in range(k.shape[0]))
             else:  # ‖Lᵀk‖² from the dense products, O(N r_L r_k): far cheaper than contracting the TTs
-                # their partial products hold about √N·n·r_L·r_k numbers per row
-                width = math.isqrt(self.n_padded_) * max(self.tt_shape_) * max(L.ranks) * max(c.shape[-1] for c in rows)
-                chunk = max(1, _PREDICTION_BATCH_ENTRIES // width)
+                chunk = self._rows_per_root_product(rows, L)
                 variances.extend(matvec_to_dense(L.cores, [core[start:start + chunk] for core in rows],
                                                  transpose=True).square().sum(dim=1)
                                  for start in range(0, k.shape[0], chunk))

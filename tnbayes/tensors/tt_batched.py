@@ -2,7 +2,9 @@
 
 :func:`tt_svd_batched` compresses B dense tensors of the same shape each into its own TT, bond by bond as
 :func:`~tnbayes.tensors.tt_svd` compresses one, with one batched Gram product, ``eigh`` and product per bond for the
-whole batch instead of a dozen small calls per bond and tensor (how ``TNKF`` compresses its test rows). The TTs share
+whole batch instead of a dozen small calls per bond and tensor (how ``TNKF`` compresses its test rows and the
+held-out rows of a block), or, where no tensor of the batch discards anything at a bond, a batched Cholesky
+factorisation that says so (as :func:`~tnbayes.tensors.tt_rounding.leading_factor` takes it). The TTs share
 their ranks, the largest any of them needs at each bond: one whose own truncation keeps fewer carries zero slices
 there, which represent nothing. The batched cores, of shape ``(B, r_{k-1}, n_k, r_k)``, go as they are to
 :func:`~tnbayes.tensors.cores_to_dense` and :func:`~tnbayes.tensors.matvec_to_dense`.
@@ -28,10 +30,12 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
     the same Gram or SVD route), so each TT meets ``tt_svd``'s error bound. The bonds are taken in the order
     ``tt_svd`` takes them for a TT at the largest ranks its modes and the cap allow (the SVD route from the left,
     the Gram route from the shorter side of each unfolding), which depends on the shape and the cap alone: a
-    tensor's TT does not depend on the others in the batch. For a tensor whose ranks reach those bounds, which a
-    binding cap gives, it is the TT ``tt_svd`` gives it alone, up to round-off and an orthogonal change of basis at
-    the bonds that keep every singular value; for one whose tolerance keeps lower ranks, the Gram route can take its
-    bonds in another order than ``tt_svd`` would, which gives another TT within the same bound. Without a tolerance
+    tensor's TT does not depend on the others in the batch, up to round-off and an orthogonal change of basis at the
+    bonds where it keeps every singular value (the batch takes the Cholesky shortcut there only when no tensor of it
+    discards anything, the eigenvectors otherwise: the same tensor either way). For a tensor whose ranks reach those
+    bounds, which a binding cap gives, it is the TT ``tt_svd`` gives it alone, up to the same; for one whose
+    tolerance keeps lower ranks, the Gram route can take its bonds in another order than ``tt_svd`` would, which gives
+    another TT within the same bound. Without a tolerance
     the Gram route keeps singular values down to round-off (about √eps of the largest, see
     :func:`~tnbayes.tensors.tt_svd`), so there the two can differ at that level.
 

@@ -250,6 +250,9 @@ class TTKalmanFilter:
         -------
         means, variances : torch.Tensor of shape (B,)
         """
+        if len(rows) != len(self.shape) or any(core.ndim != 4 for core in rows) or rows[0].shape[0] != len(entries):
+            raise ValueError(f"predict_given_zero_entries needs {len(self.shape)} batched cores (B, r, n, r') and one "
+                             f"entry per row; got {[tuple(core.shape) for core in rows]} and {len(entries)} entries.")
         digits = np.unravel_index(np.asarray(entries, dtype=np.int64), self.shape)  # d arrays of B mode indices
         mean = self._dense_mean()
         means, own_means = cores_to_dense(rows) @ mean, mean[torch.as_tensor(entries, device=mean.device)]
@@ -269,9 +272,10 @@ class TTKalmanFilter:
                 column = self._covariance.matvec(unit)  # P e
                 variances[b], cross[b], own_variances[b] = (float(self._covariance.quadratic_form(row)),
                                                             float(row.dot(column)), float(unit.dot(column)))
-        conditioned = own_variances > 0  # else nothing to condition on
-        ratio = torch.where(conditioned, cross / torch.where(conditioned, own_variances, 1.0), 0.0)
-        return means - ratio * own_means, (variances - ratio * cross).clamp_min(0.0)
+        conditioned = own_variances > 0  # else nothing to condition on: the state's own prediction, as it is
+        ratio = cross / torch.where(conditioned, own_variances, 1.0)
+        return (torch.where(conditioned, means - ratio * own_means, means),
+                torch.where(conditioned, variances - ratio * cross, variances).clamp_min(0.0))
 
     def dense_means(self, rows: torch.Tensor) -> torch.Tensor:
         """The predicted measurements ``C m`` of dense rows (from the dense mean the row updates keep).
