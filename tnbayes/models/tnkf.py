@@ -59,8 +59,8 @@ DEFAULT_BLOCK_SIZE = 16
 #: an input whose kernel values to every training input are below this share of the prior variance is beyond the
 #: data's reach: its latent variance is the prior's (the dual weights say nothing about it) and a warning is shown
 FAR_FROM_DATA_KERNEL_RATIO = 1e-3
-#: test rows compressed in one batched TT-SVD at prediction: at most this many kernel entries (32 MiB in float64), and
-#: about as many entries in the partial products with the covariance root (computed in chunks of rows)
+#: test rows compressed in one batched TT-SVD at prediction: at most this many kernel entries (32 MiB in float64; their
+#: products with the covariance root go in chunks of KernelRowsMixin._rows_per_root_product)
 _PREDICTION_BATCH_ENTRIES = 2**22
 
 

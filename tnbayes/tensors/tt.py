@@ -29,7 +29,8 @@ import torch
 
 from tnbayes._deprecation import moved_names_getattr
 from tnbayes.tensors.shapes import check_tt_shape, prime_factors
-from tnbayes.tensors.tt_rounding import block_sum, cores_to_dense, left_orthogonalize, round_cores, tt_svd
+from tnbayes.tensors.tt_rounding import (block_sum, cores_to_dense, inner_product_step, left_orthogonalize,
+                                        round_cores, tt_svd)
 
 __all__ = [
     "TTVector",
@@ -228,7 +229,7 @@ class TTVector(_TensorTrain):
         self._check_compatible(other)
         env = torch.ones(1, 1, dtype=self.dtype, device=self.device)
         for a, b in zip(self.cores, other.cores):
-            env = torch.einsum("ac,anb,cnd->bd", env, a, b)
+            env = inner_product_step(env, a, b)
         return env.reshape(())
 
     def dot_rank_one(self, factors: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:

@@ -35,9 +35,8 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
     discards anything, the eigenvectors otherwise: the same tensor either way). For a tensor whose ranks reach those
     bounds, which a binding cap gives, it is the TT ``tt_svd`` gives it alone, up to the same; for one whose
     tolerance keeps lower ranks, the Gram route can take its bonds in another order than ``tt_svd`` would, which gives
-    another TT within the same bound. Without a tolerance
-    the Gram route keeps singular values down to round-off (about √eps of the largest, see
-    :func:`~tnbayes.tensors.tt_svd`), so there the two can differ at that level.
+    another TT within the same bound. Without a tolerance the Gram route keeps singular values down to round-off
+    (about √eps of the largest, see :func:`~tnbayes.tensors.tt_svd`), so there the two can differ at that level.
 
     Parameters
     ----------

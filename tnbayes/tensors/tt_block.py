@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from tnbayes.tensors.tt import TTMatrix, TTVector
-from tnbayes.tensors.tt_rounding import block_sum, truncation_rank
+from tnbayes.tensors.tt_rounding import block_sum, inner_product_step, truncation_rank
 
 __all__ = ["block_columns", "block_dot", "block_from_dense", "block_gram", "block_matvec", "block_matvec_rounded",
            "block_mix", "block_outer", "block_transpose_norms_squared", "block_weighted_sum", "columns_to_block"]
@@ -148,14 +148,6 @@ def block_weighted_sum(block: TTVector, coefficients: torch.Tensor, batch: int) 
     return block_mix(block, coefficients.reshape(1, -1), batch)
 
 
-def _environment_step(env: torch.Tensor, core: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """``Σ_{a,b,n} env[a, b] core[a, n, c] other[b, n, d]`` → (c, d): one step of an inner product of two TTs from
-    the left, as two matrix products (an ``einsum`` of three operands costs more than both at these sizes)."""
-    a, n, c = core.shape
-    carried = (env.T @ core.reshape(a, n * c)).reshape(-1, c)  # (b n, c)
-    return carried.T @ other.reshape(carried.shape[0], -1)
-
-
 def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> torch.Tensor:
     """``UᵀU`` (B × B) of a block TT, or ``UᵀV`` with a second block of the same modes.
 
@@ -178,8 +170,8 @@ def block_gram(block: TTVector, batch: int, other: TTVector | None = None) -> to
         raise ValueError(f"block_gram needs two blocks with the same modes; got {block.shape} and {other.shape}.")
     env = torch.ones(1, 1, dtype=block.dtype, device=block.device)
     for core, other_core in zip(block.cores[:-1], other.cores[:-1]):
-        env = _environment_step(env, core, other_core)
-    return _environment_step(env, _last(block, batch), _last(other, batch))
+        env = inner_product_step(env, core, other_core)
+    return inner_product_step(env, _last(block, batch), _last(other, batch))
 
 
 def block_matvec_rounded(matrix: TTMatrix, block: TTVector, batch: int, tol: float = 0.0,
@@ -240,8 +232,8 @@ def block_dot(block: TTVector, vector: TTVector, batch: int) -> torch.Tensor:
     """
     env = torch.ones(1, 1, dtype=vector.dtype, device=vector.device)
     for u, x in zip(block.cores[:-1], vector.cores[:-1]):
-        env = _environment_step(env, u, x)
-    return _environment_step(env, _last(block, batch), vector.cores[-1]).reshape(-1)
+        env = inner_product_step(env, u, x)
+    return inner_product_step(env, _last(block, batch), vector.cores[-1]).reshape(-1)
 
 
 def block_transpose_norms_squared(matrix: TTMatrix, block: TTVector, batch: int) -> torch.Tensor:

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["block_sum", "cores_to_dense", "gram_rank", "leading_factor", "left_orthogonalize", "matvec_to_dense",
-           "middle_bond", "right_orthogonalize", "round_cores", "truncation_rank", "tt_svd", "uses_gram_route"]
+__all__ = ["block_sum", "cores_to_dense", "gram_rank", "inner_product_step", "leading_factor", "left_orthogonalize",
+           "matvec_to_dense", "middle_bond", "right_orthogonalize", "round_cores", "truncation_rank", "tt_svd",
+           "uses_gram_route"]
 
 #: a truncated SVD through the eigendecomposition of the smaller Gram matrix resolves singular values down to about
 #: √eps·σ_max (1.5e-8 in float64): :func:`tt_svd` takes that route in float64 when the tolerance is at least this
@@ -353,6 +354,26 @@ def _times_left_rank(factor: torch.Tensor, core: torch.Tensor) -> torch.Tensor:
     """``factor`` (a, b) applied to the left rank of ``core`` (b, n, c) → (a, n, c): one matrix product (an
     ``einsum`` costs several microseconds more per call, which the sweeps of small cores pay d times)."""
     return (factor @ core.reshape(core.shape[0], -1)).reshape(factor.shape[0], *core.shape[1:])
+
+
+def inner_product_step(env: torch.Tensor, core: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """One step of the inner product of two TTs from the left: ``Σ_{a,b,n} env[a, b] core[a, n, c] other[b, n, d]``.
+
+    Two matrix products (an ``einsum`` of three operands costs more than both at the sizes of TT cores).
+
+    Parameters
+    ----------
+    env : torch.Tensor of shape (a, b)
+    core : torch.Tensor of shape (a, n, c)
+    other : torch.Tensor of shape (b, n, d)
+
+    Returns
+    -------
+    torch.Tensor of shape (c, d)
+    """
+    a, n, c = core.shape
+    carried = (env.T @ core.reshape(a, n * c)).reshape(-1, c)  # (b n, c)
+    return carried.T @ other.reshape(carried.shape[0], -1)
 
 
 def left_orthogonalize(cores: Sequence[torch.Tensor]) -> list[torch.Tensor]:

@@ -182,6 +182,7 @@ class TTKalmanFilter:
         self.block_misses: list[float] = []
         # randomized rounding of block updates: a CPU generator, so a CUDA filter draws the same sketches as a CPU one
         self._generator = torch.Generator().manual_seed(0)
+        self._free_memory = (-1, 0)  # (num_updates, bytes): read once per update, for every product it forms
 
     # ------------------------------------------------------------------ state
     @property
@@ -557,7 +558,9 @@ class TTKalmanFilter:
             needed += (max(cores) if one_core_at_a_time else sum(cores)) * like.element_size()
         ranks = [rank for ranks in formed for rank in ranks]
         device = like.device
-        available = available_memory_bytes(device)
+        if self._free_memory[0] != self.num_updates:  # the probe reads files (cgroups): not once per product
+            self._free_memory = (self.num_updates, available_memory_bytes(device))
+        available = self._free_memory[1]
         if needed <= FORMED_MEMORY_SHARE * available:
             return
         uncapped = [repr(q) for q in quantities if self.truncation[q].max_rank is None]
