@@ -34,6 +34,9 @@ STREAM_ORDERS = ("auto", "given", "index", "random")
 _KERNEL_BLOCK_ENTRIES = 2**24
 #: numbers the partial products of compressed rows with the covariance root hold at once (test rows, held-out rows)
 _ROOT_PRODUCT_ENTRIES = 2**22
+#: most kernel rows compressed ahead in one :func:`~tnbayes.tensors.tt_svd_batched` for the row-by-row update (each
+#: batch at most :data:`_ROOT_PRODUCT_ENTRIES` numbers)
+ROWS_COMPRESSED_AHEAD = 64
 
 
 class KernelRowsMixin:
@@ -151,8 +154,59 @@ class KernelRowsMixin:
         (:func:`~tnbayes.tensors.tt_block.block_from_dense`)."""
         if rule.max_rank is None:
             return block_from_dense(rows, self.tt_shape_, tol=rule.tol)
-        return columns_to_block([TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank)
-                                 for row in rows])
+        return columns_to_block(self._rows_alone(rows, rule))
+
+    def _rows_alone(self, rows: torch.Tensor, rule: Truncation) -> list[TTVector]:
+        """Each of the kernel rows compressed on its own under the row rule.
+
+        Where the rule has a rank cap and no tolerance, in one :func:`~tnbayes.tensors.tt_svd_batched` (the small
+        factorisations of a TT-SVD cost about as much for a batch as for one row): a row whose ranks reach the cap's,
+        as kernel rows at a binding cap do, gets the TT that :func:`~tnbayes.tensors.tt_svd` gives it alone, any
+        other a TT within the same error bound (see ``tt_svd_batched``). Otherwise one ``tt_svd`` per row.
+
+        Parameters
+        ----------
+        rows : torch.Tensor of shape (B, N)
+        rule : Truncation
+
+        Returns
+        -------
+        list of B TTVector
+        """
+        if rows.shape[0] > 1 and rule.tol == 0 and rule.max_rank is not None:
+            cores = tt_svd_batched(rows, self.tt_shape_, max_rank=rule.max_rank)
+            return [TTVector([core[b] for core in cores]) for b in range(rows.shape[0])]
+        return [TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank) for row in rows]
+
+    def _row_tt(self, rows: torch.Tensor, index: int, rule: Truncation, ahead: dict[int, TTVector],
+                every_row: bool) -> TTVector:
+        """The TT of kernel row ``index`` of a chunk under the row rule, for the row-by-row update: with
+        ``every_row`` (no deadline leaves rows out), compressed by :meth:`_rows_alone` with up to
+        :data:`ROWS_COMPRESSED_AHEAD` − 1 rows after it, whose TTs ``ahead`` keeps for the next calls; else alone.
+
+        Parameters
+        ----------
+        rows : torch.Tensor of shape (C, N)
+            The chunk's dense kernel rows.
+        index : int
+            The row wanted.
+        rule : Truncation
+        ahead : dict
+            Row index → TT of the rows compressed ahead; updated.
+        every_row : bool
+            Whether the rows after ``index`` will all be filtered.
+
+        Returns
+        -------
+        TTVector
+        """
+        if index in ahead:
+            return ahead.pop(index)
+        ahead.clear()
+        batch = min(ROWS_COMPRESSED_AHEAD, _ROOT_PRODUCT_ENTRIES // self.n_padded_, rows.shape[0] - index)
+        compressed = self._rows_alone(rows[index:index + max(1, batch if every_row else 1)], rule)
+        ahead.update({index + b: tt for b, tt in enumerate(compressed[1:], start=1)})
+        return compressed[0]
 
     def _should_stop(self, history: list[float]) -> bool:
         """Whether tr(P) fell by less than ``early_stopping_tol`` (relative) over the last ``patience`` rows."""
@@ -231,6 +285,7 @@ class KernelRowsMixin:
             streamed = stream[frontier:last]
             rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
             rows[torch.arange(last - frontier), position[streamed]] += self.penalty_
+            ahead: dict[int, TTVector] = {}  # TTs of this chunk's next rows, compressed together
             local = 0  # rows of the chunk passed
             while local < last - frontier and not stopped and thinning.share > 0:
                 picked = []  # the next rows of the update: `step` of those the thinning keeps
@@ -265,8 +320,8 @@ class KernelRowsMixin:
                         self._report(f"block update rejected at row {processed} ({error}); rows one at a time from "
                                      f"there.")
                 if not blocked:  # row by row: from the start, or since a block was rejected
-                    for dense_row, target in zip(block_rows, block_targets):
-                        row = TTVector.from_dense(dense_row, shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
+                    for local_index, target in zip(picked, block_targets):
+                        row = self._row_tt(rows, local_index, row_rule, ahead, thinning.share == 1.0)
                         kalman.update(row, float(target), self.measurement_noise_)
                         max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 processed += size
