@@ -39,6 +39,12 @@ _ROOT_PRODUCT_ENTRIES = 2**22
 ROWS_COMPRESSED_AHEAD = 64
 
 
+def _compressed_together(rule: Truncation) -> bool:
+    """Whether :meth:`KernelRowsMixin._rows_alone` compresses rows under ``rule`` in one batch: a rank cap and no
+    tolerance."""
+    return rule.tol == 0 and rule.max_rank is not None
+
+
 class KernelRowsMixin:
     """Kernel rows of the LS-SVM dual for a TNKF-like model: build, order, compress and stream them."""
 
@@ -173,16 +179,17 @@ class KernelRowsMixin:
         -------
         list of B TTVector
         """
-        if rows.shape[0] > 1 and rule.tol == 0 and rule.max_rank is not None:
+        if rows.shape[0] > 1 and _compressed_together(rule):
             cores = tt_svd_batched(rows, self.tt_shape_, max_rank=rule.max_rank)
             return [TTVector([core[b] for core in cores]) for b in range(rows.shape[0])]
         return [TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank) for row in rows]
 
     def _row_tt(self, rows: torch.Tensor, index: int, rule: Truncation, ahead: dict[int, TTVector],
                 every_row: bool) -> TTVector:
-        """The TT of kernel row ``index`` of a chunk under the row rule, for the row-by-row update: with
-        ``every_row`` (no deadline leaves rows out), compressed by :meth:`_rows_alone` with up to
-        :data:`ROWS_COMPRESSED_AHEAD` − 1 rows after it, whose TTs ``ahead`` keeps for the next calls; else alone.
+        """The TT of kernel row ``index`` of a chunk under the row rule, for the row-by-row update: where
+        :meth:`_rows_alone` compresses rows together (a cap, no tolerance) and with ``every_row`` (no deadline leaves
+        rows out), together with up to :data:`ROWS_COMPRESSED_AHEAD` − 1 rows after it, whose TTs ``ahead`` keeps for
+        the next calls; else alone.
 
         Parameters
         ----------
@@ -203,8 +210,10 @@ class KernelRowsMixin:
         if index in ahead:
             return ahead.pop(index)
         ahead.clear()
-        batch = min(ROWS_COMPRESSED_AHEAD, _ROOT_PRODUCT_ENTRIES // self.n_padded_, rows.shape[0] - index)
-        compressed = self._rows_alone(rows[index:index + max(1, batch if every_row else 1)], rule)
+        count = 1
+        if every_row and _compressed_together(rule):
+            count = max(1, min(ROWS_COMPRESSED_AHEAD, _ROOT_PRODUCT_ENTRIES // self.n_padded_, rows.shape[0] - index))
+        compressed = self._rows_alone(rows[index:index + count], rule)
         ahead.update({index + b: tt for b, tt in enumerate(compressed[1:], start=1)})
         return compressed[0]
 
