@@ -15,7 +15,7 @@ import gpytorch
 import torch
 
 from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
-from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
+from tnbayes.inference.stream_deadline import DEADLINE_CHECK_ROWS, EvenThinning, StreamDeadline
 from tnbayes.kernels import UnderflowSafeRBFKernel
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -35,12 +35,13 @@ _KERNEL_BLOCK_ENTRIES = 2**24
 #: numbers the partial products of compressed rows with the covariance root hold at once (test rows, held-out rows)
 _ROOT_PRODUCT_ENTRIES = 2**22
 #: most kernel rows compressed ahead in one :func:`~tnbayes.tensors.tt_svd_batched` for the row-by-row update (each
-#: batch at most :data:`_ROOT_PRODUCT_ENTRIES` numbers)
-ROWS_COMPRESSED_AHEAD = 64
+#: batch at most :data:`_ROOT_PRODUCT_ENTRIES` numbers): the rows between two of a deadline's checks, so that every
+#: interval whose pace it measures pays for a batch
+ROWS_COMPRESSED_AHEAD = DEADLINE_CHECK_ROWS
 
 
 def _compressed_together(rule: Truncation) -> bool:
-    """Whether :meth:`KernelRowsMixin._rows_alone` compresses rows under ``rule`` in one batch: a rank cap and no
+    """Whether :meth:`KernelRowsMixin._row_tts` compresses rows under ``rule`` in one batch: a rank cap and no
     tolerance."""
     return rule.tol == 0 and rule.max_rank is not None
 
@@ -160,15 +161,18 @@ class KernelRowsMixin:
         (:func:`~tnbayes.tensors.tt_block.block_from_dense`)."""
         if rule.max_rank is None:
             return block_from_dense(rows, self.tt_shape_, tol=rule.tol)
-        return columns_to_block(self._rows_alone(rows, rule))
+        return columns_to_block(self._row_tts(rows, rule))
 
-    def _rows_alone(self, rows: torch.Tensor, rule: Truncation) -> list[TTVector]:
-        """Each of the kernel rows compressed on its own under the row rule.
+    def _row_tts(self, rows: torch.Tensor, rule: Truncation) -> list[TTVector]:
+        """Each of the kernel rows compressed on its own under the row rule, as test rows are.
 
         Where the rule has a rank cap and no tolerance, in one :func:`~tnbayes.tensors.tt_svd_batched` (the small
-        factorisations of a TT-SVD cost about as much for a batch as for one row): a row whose ranks reach the cap's,
-        as kernel rows at a binding cap do, gets the TT that :func:`~tnbayes.tensors.tt_svd` gives it alone, any
-        other a TT within the same error bound (see ``tt_svd_batched``). Otherwise one ``tt_svd`` per row.
+        factorisations of a TT-SVD cost about as much for a batch as for one row; test rows are compressed so too).
+        A row whose ranks reach the cap at every bond, as kernel rows at a binding cap usually do, gets the TT that
+        :func:`~tnbayes.tensors.tt_svd` gives it alone. A row of lower rank at some bond can get another TT of its
+        ranks (the batch takes the bonds in the order its shape and the cap set, ``tt_svd`` in the order the row's
+        own ranks set), within the same bound of the best approximation at those ranks. Otherwise one ``tt_svd``
+        per row.
 
         Parameters
         ----------
@@ -187,7 +191,7 @@ class KernelRowsMixin:
     def _row_tt(self, rows: torch.Tensor, index: int, rule: Truncation, ahead: dict[int, TTVector],
                 every_row: bool) -> TTVector:
         """The TT of kernel row ``index`` of a chunk under the row rule, for the row-by-row update: where
-        :meth:`_rows_alone` compresses rows together (a cap, no tolerance) and with ``every_row`` (no deadline leaves
+        :meth:`_row_tts` compresses rows together (a cap, no tolerance) and with ``every_row`` (no deadline leaves
         rows out), together with up to :data:`ROWS_COMPRESSED_AHEAD` − 1 rows after it, whose TTs ``ahead`` keeps for
         the next calls; else alone.
 
@@ -198,7 +202,7 @@ class KernelRowsMixin:
         index : int
             The row wanted.
         rule : Truncation
-        ahead : dict
+        ahead : dict of int to TTVector
             Row index → TT of the rows compressed ahead; updated.
         every_row : bool
             Whether the rows after ``index`` will all be filtered.
@@ -213,7 +217,7 @@ class KernelRowsMixin:
         count = 1
         if every_row and _compressed_together(rule):
             count = max(1, min(ROWS_COMPRESSED_AHEAD, _ROOT_PRODUCT_ENTRIES // self.n_padded_, rows.shape[0] - index))
-        compressed = self._rows_alone(rows[index:index + count], rule)
+        compressed = self._row_tts(rows[index:index + count], rule)
         ahead.update({index + b: tt for b, tt in enumerate(compressed[1:], start=1)})
         return compressed[0]
 
