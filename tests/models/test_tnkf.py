@@ -194,41 +194,6 @@ def test_prediction_batches_give_each_point_its_own_compressed_row(monkeypatch):
     torch.testing.assert_close(torch.diagonal(joint.covariance), post.variance, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("rows_ahead", [None, 5])
-def test_rows_under_a_cap_are_compressed_ahead_in_batches_as_each_alone(monkeypatch, rows_ahead):
-    """Under a row rule with a cap and no tolerance the row-by-row fit compresses the next rows of a chunk in one
-    tt_svd_batched (the default batch, and batches of 5 that end inside the chunk); rows that reach the cap at every
-    bond get the TT tt_svd gives each alone, so the fit equals the fit that compresses every row alone
-    (ROWS_COMPRESSED_AHEAD = 1). Blocks of capped rows are compressed the same way."""
-    import tnbayes.models._tnkf_rows as rows_module
-    from tnbayes.inference.kalman import Truncation
-    from tnbayes.tensors.tt_block import columns_to_block
-
-    X, y = _data(64, d=3, seed=7)
-    settings = dict(lengthscale=0.8, outputscale=1.0, gamma=10.0, measurement_noise=1e-2, prior_variance=1.0,
-                    truncation={"row": (0.0, 3), "covariance": (0.0, 4), "gain": (0.0, 4), "innovation": (0.0, 4)},
-                    normalize_y=False, block_size=1)
-    if rows_ahead is not None:
-        monkeypatch.setattr(rows_module, "ROWS_COMPRESSED_AHEAD", rows_ahead)
-    batches = []
-    batched = rows_module.tt_svd_batched
-    monkeypatch.setattr(rows_module, "tt_svd_batched", lambda rows, *a, **k: batches.append(len(rows)) or
-                        batched(rows, *a, **k))
-    ahead = tnbayes.TNKF(**settings).fit(X, y)
-    assert max(batches) == rows_module.ROWS_COMPRESSED_AHEAD  # the training rows, in batches of that size
-    monkeypatch.setattr(rows_module, "ROWS_COMPRESSED_AHEAD", 1)
-    alone = tnbayes.TNKF(**settings).fit(X, y)
-    torch.testing.assert_close(ahead.posterior_mean_tt_.to_dense(), alone.posterior_mean_tt_.to_dense(),
-                               rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(ahead.posterior_cov_sqrt_tt_.to_dense(), alone.posterior_cov_sqrt_tt_.to_dense(),
-                               rtol=1e-10, atol=1e-12)
-    # a block of capped rows: each row's TT as tt_svd gives it alone, stacked
-    k = ahead.kernel_matrix(ahead.train_inputs_[:16], ahead.train_inputs_)
-    single = [TTVector.from_dense(row, tuple(ahead.tt_shape_), max_rank=3) for row in k]
-    torch.testing.assert_close(ahead._compress_block(k, Truncation(0.0, 3)).to_dense(),
-                               columns_to_block(single).to_dense(), rtol=1e-10, atol=1e-12)
-
-
 def test_classifier_two_labels_and_probabilities():
     g = torch.Generator().manual_seed(0)
     X = torch.rand(128, 2, generator=g, dtype=torch.float64) * 4 - 2

@@ -15,7 +15,7 @@ import gpytorch
 import torch
 
 from tnbayes.inference.kalman import BlockUpdateError, TTKalmanFilter, Truncation
-from tnbayes.inference.stream_deadline import DEADLINE_CHECK_ROWS, EvenThinning, StreamDeadline
+from tnbayes.inference.stream_deadline import EvenThinning, StreamDeadline
 from tnbayes.kernels import UnderflowSafeRBFKernel
 from tnbayes.selection.calibration import PrequentialResiduals
 from tnbayes.selection.hyperparameters import estimate_kernel_hyperparameters
@@ -34,16 +34,6 @@ STREAM_ORDERS = ("auto", "given", "index", "random")
 _KERNEL_BLOCK_ENTRIES = 2**24
 #: numbers the partial products of compressed rows with the covariance root hold at once (test rows, held-out rows)
 _ROOT_PRODUCT_ENTRIES = 2**22
-#: most kernel rows compressed ahead in one :func:`~tnbayes.tensors.tt_svd_batched` for the row-by-row update (each
-#: batch at most :data:`_ROOT_PRODUCT_ENTRIES` numbers): the rows between two of a deadline's checks, so that every
-#: interval whose pace it measures pays for a batch
-ROWS_COMPRESSED_AHEAD = DEADLINE_CHECK_ROWS
-
-
-def _compressed_together(rule: Truncation) -> bool:
-    """Whether :meth:`KernelRowsMixin._row_tts` compresses rows under ``rule`` in one batch: a rank cap and no
-    tolerance."""
-    return rule.tol == 0 and rule.max_rank is not None
 
 
 class KernelRowsMixin:
@@ -161,65 +151,8 @@ class KernelRowsMixin:
         (:func:`~tnbayes.tensors.tt_block.block_from_dense`)."""
         if rule.max_rank is None:
             return block_from_dense(rows, self.tt_shape_, tol=rule.tol)
-        return columns_to_block(self._row_tts(rows, rule))
-
-    def _row_tts(self, rows: torch.Tensor, rule: Truncation) -> list[TTVector]:
-        """Each of the kernel rows compressed on its own under the row rule, as test rows are.
-
-        Where the rule has a rank cap and no tolerance, in one :func:`~tnbayes.tensors.tt_svd_batched` (the small
-        factorisations of a TT-SVD cost about as much for a batch as for one row; test rows are compressed so too).
-        A row whose ranks reach the cap at every bond, as kernel rows at a binding cap usually do, gets the TT that
-        :func:`~tnbayes.tensors.tt_svd` gives it alone. A row of lower rank at some bond can get another TT of its
-        ranks (the batch takes the bonds in the order its shape and the cap set, ``tt_svd`` in the order the row's
-        own ranks set), within the same bound of the best approximation at those ranks. Otherwise one ``tt_svd``
-        per row.
-
-        Parameters
-        ----------
-        rows : torch.Tensor of shape (B, N)
-        rule : Truncation
-
-        Returns
-        -------
-        list of B TTVector
-        """
-        if rows.shape[0] > 1 and _compressed_together(rule):
-            cores = tt_svd_batched(rows, self.tt_shape_, max_rank=rule.max_rank)
-            return [TTVector([core[b] for core in cores]) for b in range(rows.shape[0])]
-        return [TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank) for row in rows]
-
-    def _row_tt(self, rows: torch.Tensor, index: int, rule: Truncation, ahead: dict[int, TTVector],
-                every_row: bool) -> TTVector:
-        """The TT of kernel row ``index`` of a chunk under the row rule, for the row-by-row update: where
-        :meth:`_row_tts` compresses rows together (a cap, no tolerance) and with ``every_row`` (no deadline leaves
-        rows out), together with up to :data:`ROWS_COMPRESSED_AHEAD` − 1 rows after it, whose TTs ``ahead`` keeps for
-        the next calls; else alone.
-
-        Parameters
-        ----------
-        rows : torch.Tensor of shape (C, N)
-            The chunk's dense kernel rows.
-        index : int
-            The row wanted.
-        rule : Truncation
-        ahead : dict of int to TTVector
-            Row index → TT of the rows compressed ahead; updated.
-        every_row : bool
-            Whether the rows after ``index`` will all be filtered.
-
-        Returns
-        -------
-        TTVector
-        """
-        if index in ahead:
-            return ahead.pop(index)
-        ahead.clear()
-        count = 1
-        if every_row and _compressed_together(rule):
-            count = max(1, min(ROWS_COMPRESSED_AHEAD, _ROOT_PRODUCT_ENTRIES // self.n_padded_, rows.shape[0] - index))
-        compressed = self._row_tts(rows[index:index + count], rule)
-        ahead.update({index + b: tt for b, tt in enumerate(compressed[1:], start=1)})
-        return compressed[0]
+        return columns_to_block([TTVector.from_dense(row, self.tt_shape_, tol=rule.tol, max_rank=rule.max_rank)
+                                 for row in rows])
 
     def _should_stop(self, history: list[float]) -> bool:
         """Whether tr(P) fell by less than ``early_stopping_tol`` (relative) over the last ``patience`` rows."""
@@ -298,7 +231,6 @@ class KernelRowsMixin:
             streamed = stream[frontier:last]
             rows[:, :n] = self.kernel_matrix(X[streamed], X_ordered)
             rows[torch.arange(last - frontier), position[streamed]] += self.penalty_
-            ahead: dict[int, TTVector] = {}  # TTs of this chunk's next rows, compressed together
             local = 0  # rows of the chunk passed
             while local < last - frontier and not stopped and thinning.share > 0:
                 picked = []  # the next rows of the update: `step` of those the thinning keeps
@@ -333,8 +265,8 @@ class KernelRowsMixin:
                         self._report(f"block update rejected at row {processed} ({error}); rows one at a time from "
                                      f"there.")
                 if not blocked:  # row by row: from the start, or since a block was rejected
-                    for local_index, target in zip(picked, block_targets):
-                        row = self._row_tt(rows, local_index, row_rule, ahead, thinning.share == 1.0)
+                    for dense_row, target in zip(block_rows, block_targets):
+                        row = TTVector.from_dense(dense_row, shape, tol=row_rule.tol, max_rank=row_rule.max_rank)
                         kalman.update(row, float(target), self.measurement_noise_)
                         max_ranks["row"] = max(max_ranks["row"], max(row.ranks))
                 processed += size
