@@ -7,7 +7,10 @@ and once with this tree — on the same data with the same arguments; the filter
 filter streams only the first ``--before-rows`` rows of each workload (the full runs took 10–40 minutes each; a TT
 filter's cost per row grows with the ranks the rows build up, so a prefix *under*-states the before cost); the
 *after* filter is timed on the same prefix and, for the ``--full`` workloads, on every row, with the accuracy of the
-full fit. The two TNKF workloads also time the posterior of the test set (milliseconds per test point).
+full fit. The two TNKF workloads also time the posterior of the test set (milliseconds per test point). With
+``--repeats k`` each workload's before and after fits are run as k pairs, the after fit first in the odd pairs and
+second in the even ones, and the table gives the medians and the median and range of the pairs' ratios (a
+shared machine's pace can drift within minutes, so one pair can mislead).
 
 Workloads (the acceptance set of the Kalman-filter issue):
 
@@ -38,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from benchmarks._common import header, output_path
 
@@ -137,6 +142,29 @@ def _run(tree: Path, workload: str, rows: int | None, quick: bool) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def _pairs(tree: Path, workload: str, rows: int, quick: bool, repeats: int) -> tuple[dict, dict, str]:
+    """``repeats`` before/after pairs of one workload, the after fit first in the odd pairs and second in the even
+    ones (a machine whose pace drifts then favours neither side); the before and after results with their median
+    seconds per row, and the speed-up: one ratio, or the median of the pairs' ratios with their range."""
+    befores, afters = [], []
+    for pair in range(repeats):
+        if pair % 2 == 0:
+            afters.append(_run(ROOT, workload, rows, quick))
+            befores.append(_run(tree, workload, rows, quick))
+        else:
+            befores.append(_run(tree, workload, rows, quick))
+            afters.append(_run(ROOT, workload, rows, quick))
+    ratios = sorted(b["seconds_per_row"] / a["seconds_per_row"] for b, a in zip(befores, afters))
+    before, after = dict(befores[0]), dict(afters[0])
+    for result, runs in ((before, befores), (after, afters)):  # the median of every measured number
+        result.update({key: float(np.median([run[key] for run in runs])) for key, value in result.items()
+                       if isinstance(value, float)})
+    if repeats == 1:
+        return before, after, f"{ratios[0]:.1f}×"
+    return before, after, (f"{np.median(ratios):.1f}× (median of {repeats} pairs, {ratios[0]:.1f}–{ratios[-1]:.1f}×; "
+                           "s per row: medians)")
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks kalman_speedup")
@@ -149,6 +177,9 @@ def main(argv: list[str]) -> int:
                         help="workloads whose after filter also streams every row (airline's 10⁵ rows at the after "
                              "filter's speed take about 40 minutes: left out by default)")
     parser.add_argument("--quick", action="store_true", help="small data (smoke test)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="before/after pairs per workload, in alternating order (after first in the odd pairs): "
+                             "the table gives the medians and the ratios' median and range")
     parser.add_argument("--variant", default=None, help="write results/kalman_speedup/kalman_speedup_<variant>.md")
     parser.add_argument("--defaults-rows", type=int, default=4096,
                         help="rows of the no-argument comparison with ExactGP (0: skip it)")
@@ -167,12 +198,11 @@ def main(argv: list[str]) -> int:
         try:
             for workload in args.workloads:
                 rows = before_rows[workload]
-                same = _run(ROOT, workload, rows, args.quick)
                 if added.returncode == 0:
-                    before = _run(tree, workload, rows, args.quick)
-                    runs = [("before", before, "1"),
-                            ("after, same rows", same, f"{before['seconds_per_row'] / same['seconds_per_row']:.1f}×")]
+                    before, same, ratio = _pairs(tree, workload, rows, args.quick, max(1, args.repeats))
+                    runs = [("before", before, "1"), ("after, same rows", same, ratio)]
                 else:
+                    same = _run(ROOT, workload, rows, args.quick)
                     before = {"seconds_per_row": float("nan")}
                     runs = [("after, same rows", same, "— (no before commit)")]
                 if workload in args.full:
