@@ -9,8 +9,8 @@ filter's cost per row grows with the ranks the rows build up, so a prefix *under
 *after* filter is timed on the same prefix and, for the ``--full`` workloads, on every row, with the accuracy of the
 full fit. The two TNKF workloads also time the posterior of the test set (milliseconds per test point). With
 ``--repeats k`` each workload's before and after fits are run as k pairs, the after fit first in the odd pairs and
-second in the even ones, and the table gives the medians and the median and range of the pairs' ratios (a
-shared machine's pace can drift within minutes, so one pair can mislead).
+second in the even ones (an even k balances a drifting pace), and the table gives the medians and the median and
+range of the pairs' ratios (a shared machine's pace can drift within minutes, so one pair can mislead).
 
 Workloads (the acceptance set of the Kalman-filter issue):
 
@@ -142,10 +142,19 @@ def _run(tree: Path, workload: str, rows: int | None, quick: bool) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def _positive(text: str) -> int:
+    """``--repeats``: a whole number ≥ 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"needs at least 1; got {value}")
+    return value
+
+
 def _pairs(tree: Path, workload: str, rows: int, quick: bool, repeats: int) -> tuple[dict, dict, str]:
     """``repeats`` before/after pairs of one workload, the after fit first in the odd pairs and second in the even
-    ones (a machine whose pace drifts then favours neither side); the before and after results with their median
-    seconds per row, and the speed-up: one ratio, or the median of the pairs' ratios with their range."""
+    ones (with an even number of pairs a machine whose pace drifts favours neither side); the before and after
+    results with the median of each measured number, and the speed-up: one ratio, or the median of the pairs' ratios
+    with their range."""
     befores, afters = [], []
     for pair in range(repeats):
         if pair % 2 == 0:
@@ -161,8 +170,8 @@ def _pairs(tree: Path, workload: str, rows: int, quick: bool, repeats: int) -> t
                        if isinstance(value, float)})
     if repeats == 1:
         return before, after, f"{ratios[0]:.1f}×"
-    return before, after, (f"{np.median(ratios):.1f}× (median of {repeats} pairs, {ratios[0]:.1f}–{ratios[-1]:.1f}×; "
-                           "s per row: medians)")
+    spread = f"{ratios[0]:.1f}–{ratios[-1]:.1f}×"
+    return before, after, f"{np.median(ratios):.1f}× (median of {repeats} pairs, {spread}; s per row: medians)"
 
 
 def main(argv: list[str]) -> int:
@@ -177,7 +186,7 @@ def main(argv: list[str]) -> int:
                         help="workloads whose after filter also streams every row (airline's 10⁵ rows at the after "
                              "filter's speed take about 40 minutes: left out by default)")
     parser.add_argument("--quick", action="store_true", help="small data (smoke test)")
-    parser.add_argument("--repeats", type=int, default=1,
+    parser.add_argument("--repeats", type=_positive, default=1,
                         help="before/after pairs per workload, in alternating order (after first in the odd pairs): "
                              "the table gives the medians and the ratios' median and range")
     parser.add_argument("--variant", default=None, help="write results/kalman_speedup/kalman_speedup_<variant>.md")
@@ -199,7 +208,7 @@ def main(argv: list[str]) -> int:
             for workload in args.workloads:
                 rows = before_rows[workload]
                 if added.returncode == 0:
-                    before, same, ratio = _pairs(tree, workload, rows, args.quick, max(1, args.repeats))
+                    before, same, ratio = _pairs(tree, workload, rows, args.quick, args.repeats)
                     runs = [("before", before, "1"), ("after, same rows", same, ratio)]
                 else:
                     same = _run(ROOT, workload, rows, args.quick)
@@ -207,8 +216,9 @@ def main(argv: list[str]) -> int:
                     runs = [("after, same rows", same, "— (no before commit)")]
                 if workload in args.full:
                     full = _run(ROOT, workload, None, args.quick)
+                    against = "rows differ" if args.repeats == 1 else "rows differ; before: the median"
                     runs.append(("after, every row", full,
-                                 f"{before['seconds_per_row'] / full['seconds_per_row']:.1f}× (rows differ)"))
+                                 f"{before['seconds_per_row'] / full['seconds_per_row']:.1f}× ({against})"))
                 for label, result, speedup in runs:
                     metric = ", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}" for k, v in result.items()
                                        if k not in ("seconds_per_row", "rows"))
