@@ -72,8 +72,10 @@ def default_data_dir() -> None:
             os.environ["TNBAYES_DATA_DIR"] = str(candidate)
 
 
-def machine_description() -> str:
-    """One line naming the CPU/GPU, core count, Python and torch versions."""
+def machine_description(fit_threads: int | None = None) -> str:
+    """One line naming the CPU/GPU, core count, Python and torch versions, and the torch threads: this process's,
+    or ``fit_threads`` per fit where every fit runs in a subprocess of its own (this process's count says nothing
+    of those)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as fh:
@@ -85,18 +87,20 @@ def machine_description() -> str:
         pass
     gpu = f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
     return (f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} torch threads")
+            f"torch {torch.__version__}, " + (f"{torch.get_num_threads()} torch threads" if fit_threads is None else
+                                              f"{fit_threads} torch thread{'s' * (fit_threads != 1)} per fit "
+                                              "(each fit in a subprocess)"))
 
 
-def header(title: str, protocol: str) -> str:
-    """Markdown header recording what produced a result file."""
+def header(title: str, protocol: str, fit_threads: int | None = None) -> str:
+    """Markdown header recording what produced a result file (``fit_threads``: as :func:`machine_description`)."""
     import tnbayes
 
     command = "python -m benchmarks " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     return (f"# {title}\n\n"
             f"- command: `{command}`\n"
             f"- date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}\n"
-            f"- tnbayes {tnbayes.__version__}; machine: {machine_description()}\n"
+            f"- tnbayes {tnbayes.__version__}; machine: {machine_description(fit_threads)}\n"
             f"- protocol: {protocol}\n\n")
 
 

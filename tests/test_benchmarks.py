@@ -158,6 +158,21 @@ def test_output_path_names_every_file_after_its_entry(tmp_path, monkeypatch):
     assert variant_of("defaults_study", "n300") == "n300"
 
 
+def test_header_names_the_threads_of_the_fits_not_of_the_parent():
+    """A benchmark whose fits run in one-thread subprocesses says so, whatever its own process's torch threads."""
+    import torch
+
+    from benchmarks._common import header
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert "1 torch thread per fit (each fit in a subprocess)" in header("t", "p", fit_threads=1)
+        assert "2 torch threads\n" in header("t", "p") and "per fit" not in header("t", "p")
+    finally:
+        torch.set_num_threads(previous)
+
+
 def test_defaults_study_generated_set_is_reproducible_per_split():
     """``sklearn/friedman1`` of the defaults study: 20 000 training and 2000 test rows of D = 10 per split, the same
     rows for the same split, other rows for another, and its targets Friedman's function plus noise of sd 1."""

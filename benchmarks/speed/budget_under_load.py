@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
     text = header("Kalman filters' time budget on a busier machine",
                   f"{args.dataset}, first {args.rows} training rows of split 0, first {args.test_rows} test rows; "
                   f"before = {args.before}; each fit in its own subprocess on core {args.core} with one torch thread; "
-                  f"'busy' processes are Python loops pinned to the same core")
+                  f"'busy' processes are Python loops pinned to the same core", fit_threads=1)
     path = output_path("budget_under_load", ".md", args.variant or "")
     path.write_text(text + "\n".join(lines) + "\n")
     print(f"wrote {path}")

@@ -297,7 +297,7 @@ def main(argv: list[str]) -> int:
                 "repeats' seeds, ours the trained network's "
                 "(RFFNet: the Bayesian last layer's in brackets); updates: core updates (FL), β + λ steps (RFFNet)"
                 + (f"; reference code missing, rows without it: {', '.join(missing)}" if missing else ""))
-    text = header("Our RFFNet and FL beside the seed papers' code", protocol) + "\n".join(lines) + "\n"
+    text = header("Our RFFNet and FL beside the seed papers' code", protocol, fit_threads=1) + "\n".join(lines) + "\n"
     output_path("reference_code", ".md", args.variant).write_text(text)
     print(text)
     return 0
