@@ -12,6 +12,7 @@ from tnbayes.basis import ApproximationWarning
 from tnbayes.tensors import tensorize_shape
 from tnbayes.inference.budget import (
     MIN_ROWS,
+    TNKF_LIFTED_CAPS_MARGIN,
     TNKF_RANK_LADDER,
     TNKF_SUBSET_CAPS,
     TNKF_SUBSET_MIN_ROWS,
@@ -147,8 +148,18 @@ def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
     ladder = unbudgeted.budget_["ladder"]
     assert [settings for settings, _ in ladder] == [{"covariance_rank": 32, "gain_rank": 24, "innovation_rank": 24}]
     budgeted = tnbayes.TNKF(time_budget=1e9, **kwargs).fit(X, y)
-    ladder = budgeted.budget_["ladder"]  # every candidate of TNKF_RANK_LADDER with its predicted seconds per row
-    assert len(ladder) == len(TNKF_RANK_LADDER) and budgeted.budget_["settings"]["covariance_rank"] == 32
+    # the rung above the ladder, L's full rank 8² = 64 (a vector's full rank 8 is below the gain's cap), fits: taken;
+    # the ladder lists it, then every candidate of TNKF_RANK_LADDER, each with its predicted seconds per row
+    ladder = budgeted.budget_["ladder"]
+    assert ladder[0][0] == {"covariance_rank": 64, "gain_rank": 24, "innovation_rank": 24}
+    assert len(ladder) == len(TNKF_RANK_LADDER) + 1 and budgeted.budget_["settings"]["covariance_rank"] == 64
+    lifted_cost, ladder = ladder[0][1], ladder[1:]
+    assert lifted_cost > ladder[0][1]
+    # with a budget that fits it, but not with TNKF_LIFTED_CAPS_MARGIN to spare: the ladder's first rung
+    model = _quiet(tnbayes.TNKF(time_budget=8 * lifted_cost * TNKF_LIFTED_CAPS_MARGIN * 0.99, **kwargs), X, y)
+    assert model.budget_["settings"]["covariance_rank"] == 32 and len(model.budget_["ladder"]) == len(TNKF_RANK_LADDER)
+    model = _quiet(tnbayes.TNKF(time_budget=8 * lifted_cost * TNKF_LIFTED_CAPS_MARGIN * 1.01, **kwargs), X, y)
+    assert model.budget_["settings"]["covariance_rank"] == 64
     seconds = [cost for _, cost in ladder]
     assert seconds == sorted(seconds, reverse=True) and len(set(seconds)) >= 3
     caps = []

@@ -10,6 +10,7 @@ import torch
 import tnbayes
 from tnbayes.inference.budget import MIN_ROWS, BudgetWarning
 from tnbayes.inference.stream_deadline import DEADLINE_CHECK_ROWS, EvenThinning, StreamDeadline
+from tnbayes.models.tnkf import DEFAULT_TRUNCATION
 from tnbayes.selection.calibration import HELD_OUT_FRACTION, PrequentialResiduals
 
 
@@ -135,8 +136,9 @@ def test_tnkf_held_to_its_deadline_streams_rows_spread_over_the_given_order(monk
     X, y = _rows(n)
     order = np.argsort(X[:, 0])  # sorted inputs: a prefix of the stream would see only the left of the data
     X, y = X[order], y[order]
+    # the default caps given: a huge budget would otherwise lift them to the state's full ranks (slow at 600 rows)
     fixed = dict(lengthscale=0.5, measurement_noise=0.01, prior_variance=1.0, block_size=1, time_budget=1e9,
-                 stream_order="given")
+                 stream_order="given", truncation=dict(DEFAULT_TRUNCATION))
     with pytest.warns(BudgetWarning, match=f"left the filter {MIN_ROWS} of the {n} planned rows"):
         model = tnbayes.TNKF(**fixed).fit(X, y)
     assert model.rows_processed_ == MIN_ROWS and model.budget_["stopped_at_deadline"]
@@ -165,7 +167,7 @@ def test_tnkf_and_tt_kalman_given_rows_are_never_cut(monkeypatch):
     monkeypatch.setattr("tnbayes.models._kalman_common.DEADLINE_GRACE", -1.0)
     X, y = _rows(400)
     tnkf = tnbayes.TNKF(lengthscale=0.5, measurement_noise=0.01, prior_variance=1.0, max_rows=None,
-                        time_budget=1e9).fit(X, y)
+                        time_budget=1e9, truncation=dict(DEFAULT_TRUNCATION)).fit(X, y)
     assert tnkf.rows_processed_ == 400 and not tnkf.budget_["stopped_at_deadline"]
     tt = tnbayes.TTKalmanGP(lengthscale=0.5, outputscale=1.0, noise_variance=0.01, max_rows=400,
                             time_budget=1e9).fit(X, y)

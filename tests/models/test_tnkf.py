@@ -11,6 +11,7 @@ import tnbayes
 import tnbayes.models.tnkf as tnkf_module
 from tnbayes._model_file import payload_checksum
 from tnbayes.inference import DenseKalmanFilter
+from tnbayes.inference.budget import TNKF_RANK_LADDER
 from tnbayes.tensors import TTVector
 
 EXACT = {q: 0.0 for q in ("row", "mean", "covariance", "gain", "innovation")}
@@ -72,6 +73,42 @@ def test_exact_filter_equals_dense_kalman_filter_and_closed_form(n, forgetting):
                                rtol=1e-7, atol=1e-10)
     full = model.posterior(Xt, full_covariance=True)
     torch.testing.assert_close(full.variance, post.variance, rtol=1e-8, atol=1e-12)
+
+
+def test_default_budget_lifts_the_caps_to_the_full_ranks_and_follows_the_closed_form():
+    """On 120 rows (TT modes 3·5·8, L's largest bond rank 8² = 64) the default budget streams every row with the caps
+    at the state's full ranks, so only the tolerances truncate: α within 1e-4 of the closed-form posterior mean, where
+    the default caps (time_budget=None: 32/24/24) miss it by most of its norm."""
+    from tnbayes.tensors import tt_bond_bounds
+
+    X, y = _data(120)
+    R, settings = 1e-2, dict(lengthscale=[0.7, 0.9], outputscale=1.0, gamma=20.0, prior_variance=1.0,
+                             normalize_y=False)
+    lifted = tnbayes.TNKF(measurement_noise=R, **settings).fit(X, y)
+    capped = tnbayes.TNKF(measurement_noise=R, time_budget=None, **settings).fit(X, y)
+    full = max(b * b for b in tt_bond_bounds(lifted.tt_shape_))
+    assert full == 64 and lifted.truncation_["covariance"] == (1e-4, full) and capped.truncation_["covariance"][1] == 32
+    assert lifted.budget_["settings"]["covariance_rank"] == full and lifted.rows_processed_ == 120
+    assert any("the state's full ranks fit" in line for line in lifted.fit_report_)
+    _, A = _dual_system(lifted, X)
+    targets = (y - y.mean())[lifted.row_order_]  # α's order, as A's rows and columns
+    alpha = torch.linalg.solve(A.T @ A / R + torch.eye(120, dtype=torch.float64), A.T @ targets / R)
+
+    def error(model):
+        return float(torch.linalg.vector_norm(model.posterior_mean_tt_.to_dense()[:120] - alpha)
+                     / torch.linalg.vector_norm(alpha))
+
+    assert error(lifted) < 1e-4 and error(capped) > 0.1
+
+
+@pytest.mark.parametrize("n", [7, 30])
+def test_default_budget_keeps_the_default_caps_where_they_cannot_bind(n):
+    """7 rows: a state of one core (no bond); 30 rows: modes 5·6, L's largest bond rank 25 < 32."""
+    X, y = _data(n)
+    model = tnbayes.TNKF(lengthscale=1.0, outputscale=1.0, gamma=10.0, measurement_noise=1e-2,
+                         prior_variance=1.0).fit(X, y)
+    assert model.truncation_["covariance"] == (1e-4, 32) and len(model.budget_["ladder"]) == len(TNKF_RANK_LADDER)
+    assert any("the default caps fit" in line for line in model.fit_report_)
 
 
 def test_small_measurement_noise_gives_the_direct_dual_solution():

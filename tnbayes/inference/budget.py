@@ -13,6 +13,10 @@ than streaming fewer rows did. TTKalmanGP first keeps the lengthscale rule's M (
 :data:`TT_KALMAN_MAX_NUM_BASIS`, which was more accurate than M = 8 where the rule asked for more), then tries
 M = 8.
 
+Above its ladder, TNKF first tries caps at the largest ranks its state's TT modes allow (then only the tolerances
+truncate), on few rows where the cost model predicts them well within the budget (:data:`TNKF_LIFTED_CAPS_MARGIN`):
+with the budget's time to spare, the default caps were needlessly inexact there.
+
 TNKF's state holds one entry per training row, so its cost per row grows with the rows. On more than
 :data:`TNKF_SUBSET_MIN_ROWS` rows its budget does not lower the caps below :data:`TNKF_SUBSET_CAPS` to keep every
 row where a random subset of at least ``TNKF_SUBSET_MIN_ROWS`` rows streams whole at those caps: it fits on such
@@ -76,6 +80,7 @@ __all__ = [
     "TNKF_BLOCK_COST",
     "TNKF_BLOCK_COST_FACTOR",
     "TNKF_COST",
+    "TNKF_LIFTED_CAPS_MARGIN",
     "TNKF_RANK_LADDER",
     "TT_KALMAN_COST",
     "TT_KALMAN_MAX_NUM_BASIS",
@@ -115,6 +120,11 @@ HYPERPARAMETER_SHARE = 0.25
 MIN_ROWS = 256
 #: TNKF (covariance, gain = innovation) TT rank caps tried in turn, the defaults first
 TNKF_RANK_LADDER: tuple[tuple[int, int], ...] = ((32, 24), (24, 16), (16, 12), (16, 8), (12, 6), (8, 4))
+#: TNKF's rung above :data:`TNKF_RANK_LADDER` — every budgeted cap at the largest rank the state's TT modes allow, so
+#: that only the tolerances truncate — is taken where every row streams one at a time within the filter's budget with
+#: this margin: the cost model's constants come from caps up to the ladder's first rung, and above it the fits took
+#: longer than it predicted (docs/benchmarks.md)
+TNKF_LIFTED_CAPS_MARGIN = 3.0
 #: the lowest TNKF caps of :data:`TNKF_RANK_LADDER` the budget keeps every training row at; where they do not fit it,
 #: it fits on a random subset of the rows that streams whole at them, if one of TNKF_SUBSET_MIN_ROWS rows or more does
 TNKF_SUBSET_CAPS: tuple[int, int] = (16, 8)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tnbayes.tensors.shapes import tt_bond_bounds
 from tnbayes.tensors.tt_rounding import middle_bond
 from tnbayes.tensors.tt_update_rounding import bond_basis_plan
 
@@ -47,15 +48,6 @@ TNKF_BLOCK_COST: dict[str, float] = {
 #: the block factor from 16 rows on (see :func:`tnkf_block_cost_factor`); the block-update sinc measurements it came
 #: from are in docs/benchmarks.md ("The cost models re-fitted")
 TNKF_BLOCK_COST_FACTOR = 0.35
-
-
-def _bond_bounds(modes: Sequence[int]) -> list[int]:
-    """Largest rank of each of the d − 1 bonds of a TT-vector with these modes (the unfolding sizes)."""
-    total, left, bounds = math.prod(modes), 1, []
-    for n in modes[:-1]:
-        left *= n
-        bounds.append(min(left, total // left))
-    return bounds
 
 
 def _rounding_flops(modes: Sequence[int], formal: Sequence[float], kept: Sequence[float]) -> float:
@@ -118,7 +110,7 @@ def _ranks_at_caps(shape: Sequence[int], covariance_rank: int | None, gain_rank:
     """The modes and the bond ranks (d − 1 each) of L, the kernel row, w, g and the mean at their caps, or at the
     bounds of the modes (L: of the squared modes) where uncapped."""
     modes = [int(n) for n in shape]
-    bounds = _bond_bounds(modes)
+    bounds = tt_bond_bounds(modes)
     row = [float(min(r, b)) for r, b in zip(row_ranks, bounds)] if row_ranks is not None else _capped(None, bounds)
     return (modes, _capped(covariance_rank, [b * b for b in bounds]), row, _capped(innovation_rank, bounds),
             _capped(gain_rank, bounds), _capped(mean_rank, bounds))

@@ -4,7 +4,8 @@ is fitted on.
 The cost model and the ladders are in :mod:`tnbayes.inference.budget`; :class:`TNKFBudgetMixin` applies them to
 :class:`~tnbayes.TNKF` (and :class:`~tnbayes.TNKFClassifier`), whose state holds one entry per training row: on many
 rows the cost per row grows with the rows, so below :data:`~tnbayes.inference.budget.TNKF_SUBSET_CAPS` the budget
-shrinks the state to a random subset of the rows rather than lowering the caps further.
+shrinks the state to a random subset of the rows rather than lowering the caps further; on few rows it lifts the caps
+above the ladder to the state's full ranks where they fit with a margin.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from tnbayes.inference.budget import (
+    TNKF_LIFTED_CAPS_MARGIN,
     TNKF_RANK_LADDER,
     TNKF_SUBSET_CAPS,
     TNKF_SUBSET_MIN_ROWS,
@@ -25,7 +27,7 @@ from tnbayes.inference.budget import (
     tnkf_seconds_per_row,
 )
 from tnbayes.inference.kalman import Truncation
-from tnbayes.tensors.shapes import tensorize_shape
+from tnbayes.tensors.shapes import tensorize_shape, tt_bond_bounds
 
 __all__ = ["TNKFBudgetMixin"]
 
@@ -100,11 +102,24 @@ class TNKFBudgetMixin:
             return plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=given_max_rows(self.max_rows, n),
                                       chosen=[f"{q}_rank" for q in budgeted], cost_unknown=cost_unknown)
 
-        plan = plan_for(self.block_size_)
         wanted_rows = given_max_rows(self.max_rows, n) or n
+        plan, self._lifted_caps = None, False
+        lifted = self._lifted_candidate(budgeted, rules, ladder[0])
+        if lifted is not None and budget is not None and self.block_size_ == 1 and not on_subset and not cost_unknown:
+            # the state's full ranks (the exact filter up to the tolerances), where every row fits at them row by row
+            # with TNKF_LIFTED_CAPS_MARGIN to spare
+            candidates.insert(0, lifted)
+            plan = plan_for(1)
+            self._lifted_caps = plan.candidates_tried == 1 and plan.rows == wanted_rows \
+                and plan.predicted_seconds * TNKF_LIFTED_CAPS_MARGIN <= budget
+            if not self._lifted_caps:  # the ladder as without the rung
+                candidates.pop(0)
+                plan = None
+        if plan is None:
+            plan = plan_for(self.block_size_)
         if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
-                and budget is not None and (not plan.within_budget or plan.rows < wanted_rows
-                                            or plan.settings != plan.first_settings):
+                and budget is not None and not self._lifted_caps \
+                and (not plan.within_budget or plan.rows < wanted_rows or plan.settings != plan.first_settings):
             # row by row would exceed the budget, or lower the caps or drop rows to fit it: blocks instead where
             # they reach higher caps or more rows (at the same caps and rows within the budget, rows one at a time
             # are the more accurate). Where both exceed it at the same caps and rows: the cheaper of the two if
@@ -118,7 +133,7 @@ class TNKFBudgetMixin:
                 self.block_size_, plan = int(self._auto_block_size), blocks
         # the chosen plan (row by row or in blocks) cannot keep every row at the subset caps: a subset instead
         if not on_subset and self.max_rows == "auto" and budget is not None and n > TNKF_SUBSET_MIN_ROWS \
-                and not cost_unknown:
+                and not cost_unknown and not self._lifted_caps:
             floor = self._caps_candidate(*TNKF_SUBSET_CAPS, budgeted, rules)
             if plan.rows < n or plan.candidates_tried > candidates.index(floor) + 1:
                 subset_size = self._subset_size(n, budget, floor, row_ranks, mean_rank)
@@ -136,6 +151,24 @@ class TNKFBudgetMixin:
             rules[q] = Truncation(rules[q].tol, plan.settings[f"{q}_rank"])
         self._store_plan(plan)
         return rules, plan.rows, None
+
+    def _lifted_candidate(self, budgeted: list[str], rules: dict[str, Truncation],
+                          first: tuple[int, int]) -> dict[str, int | None] | None:
+        """The rung above the ladder: the budgeted caps at the largest ranks the state's TT modes allow (L's: the
+        squares of a vector's, :func:`~tnbayes.tensors.tt_bond_bounds`) and never below the ladder's ``first`` caps,
+        so that only the tolerances truncate; None when those caps cannot bind anyway (no budgeted quantity, or the
+        first rung's caps are already the full ranks)."""
+        bounds = tt_bond_bounds(self.tt_shape_)  # none for a state of one core
+        covariance, vector = max((b * b for b in bounds), default=1), max(bounds, default=1)
+        if not budgeted or (covariance <= first[0] and vector <= first[1]):
+            return None
+        return self._caps_candidate(max(covariance, first[0]), max(vector, first[1]), budgeted, rules)
+
+    @property
+    def _budget_first_fits(self) -> str:
+        """The fit report's remark when the first rung fits: the lifted caps or the default ones."""
+        return ("the state's full ranks fit: only the tolerances truncate" if getattr(self, "_lifted_caps", False)
+                else "the default caps fit")
 
     def _caps_candidate(self, covariance: int, gain: int, budgeted: list[str],
                         rules: dict[str, Truncation]) -> dict[str, int | None]:

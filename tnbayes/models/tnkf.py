@@ -146,10 +146,12 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     time_budget : float or None
         Seconds the fit should take (default 60). The settings not given — the covariance, gain and innovation
         rank caps and ``max_rows`` — are chosen by a cost model of the seconds per row
-        (:mod:`tnbayes.inference.budget`): the largest caps of
-        :data:`~tnbayes.inference.budget.TNKF_RANK_LADDER` that stream every row within the budget (a quarter of
-        it is kept for estimating missing hyper-parameters, all the seconds the estimate took when it took more),
-        else the smallest caps on fewer rows. On more than
+        (:mod:`tnbayes.inference.budget`): on few enough rows, caps at the largest ranks the state's TT modes allow
+        (only the tolerances truncate: the exact filter up to them), where every row streams one at a time within
+        the budget with :data:`~tnbayes.inference.budget.TNKF_LIFTED_CAPS_MARGIN` to spare; otherwise the largest
+        caps of :data:`~tnbayes.inference.budget.TNKF_RANK_LADDER` that stream every row within the budget (a
+        quarter of it is kept for estimating missing hyper-parameters, all the seconds the estimate took when it
+        took more), else the smallest caps on fewer rows. On more than
         :data:`~tnbayes.inference.budget.TNKF_SUBSET_MIN_ROWS` rows with ``max_rows="auto"``, where
         :data:`~tnbayes.inference.budget.TNKF_SUBSET_CAPS` cannot stream every row but can stream a random subset of
         at least ``TNKF_SUBSET_MIN_ROWS`` rows whole, the fit is on such a subset instead, as large as a bisection
@@ -414,7 +416,6 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
     _deadline_left_out = "The rows left out are spread evenly over the stream"
     _lost_data_advice = "stream fewer rows (max_rows, or the default time_budget), or raise truncation's rank caps."
-    _budget_first_fits = "the default caps fit"
 
     def _caps_text(self, settings: Mapping[str, Any]) -> str:
         """``"16/8/8"``: the covariance/gain/innovation rank caps of ``settings`` (∞: none)."""

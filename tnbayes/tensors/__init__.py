@@ -24,7 +24,7 @@ from .cpd import (
     random_cpd,
 )
 from .cpd_contractions import PartialProducts, cpd_predict, design_matrix, mode_projections, product_except
-from .shapes import hierarchical_order, prime_factors, tensorize_shape
+from .shapes import hierarchical_order, prime_factors, tensorize_shape, tt_bond_bounds
 from .tt import TTMatrix, TTVector, tt_gram
 from .tt_randomized import randomized_round_sum
 from .tt_rounding import (block_sum, cores_to_dense, left_orthogonalize, matvec_to_dense, right_orthogonalize,
@@ -48,6 +48,7 @@ __all__ = [
     "round_rank_one_update",
     "round_cores",
     "tensorize_shape",
+    "tt_bond_bounds",
     "truncation_rank",
     "tt_from_state",
     "tt_gram",

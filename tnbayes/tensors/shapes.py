@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["check_tt_shape", "hierarchical_order", "prime_factors", "tensorize_shape"]
+__all__ = ["check_tt_shape", "hierarchical_order", "prime_factors", "tensorize_shape", "tt_bond_bounds"]
 
 
 def check_tt_shape(shape: Sequence[int]) -> tuple[int, ...]:
@@ -31,6 +31,27 @@ def check_tt_shape(shape: Sequence[int]) -> tuple[int, ...]:
     if len(shape) == 0 or any(s < 1 for s in shape):
         raise ValueError(f"A TT shape needs at least one mode and positive mode sizes; got {shape}.")
     return shape
+
+
+def tt_bond_bounds(modes: Sequence[int]) -> list[int]:
+    """The largest rank of each bond of a TT-vector with these modes: the smaller side of its unfolding there (a
+    TT-matrix with square modes n_k × n_k: the squares of its modes' bounds).
+
+    Parameters
+    ----------
+    modes : sequence of int
+        Mode sizes (n_1, …, n_d).
+
+    Returns
+    -------
+    list of int
+        d − 1 bounds, ``min(n_1⋯n_k, n_{k+1}⋯n_d)`` for the bond after core k.
+    """
+    total, left, bounds = math.prod(modes), 1, []
+    for n in modes[:-1]:
+        left *= int(n)
+        bounds.append(min(left, total // left))
+    return bounds
 
 
 def prime_factors(n: int) -> list[int]:
