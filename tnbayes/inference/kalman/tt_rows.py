@@ -54,7 +54,7 @@ import torch
 from tnbayes._memory import available_memory_bytes
 from tnbayes.inference.kalman.truncation import TRUNCATED_QUANTITIES, Truncation
 from tnbayes.inference.kalman.tt_batch import root_factors
-from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, round_rank_one_update
+from tnbayes.tensors import TTMatrix, TTVector, randomized_round_sum, round_rank_one_update, tt_bond_bounds
 from tnbayes.tensors.tt_block import (
     block_columns,
     block_dot,
@@ -175,8 +175,7 @@ class TTKalmanFilter:
         else:
             self.covariance_sqrt = None
             self._covariance = identity * float(prior_variance)
-        self._full_ranks = tuple(min(math.prod(self.shape[:k]), math.prod(self.shape[k:])) for k in
-                                 range(len(self.shape) + 1))  # a TT-vector's largest ranks, as TTVector.ranks
+        self._full_ranks = (1, *tt_bond_bounds(self.shape), 1)  # a TT-vector's largest ranks, as TTVector.ranks
         self.num_updates = 0
         self.covariance_trace_history: list[float] = []
         self.block_misses: list[float] = []
