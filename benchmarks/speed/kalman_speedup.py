@@ -236,7 +236,8 @@ def main(argv: list[str]) -> int:
     described = " (row-by-row filters)" if args.before == parser.get_default("before") else ""
     protocol = (f"before = tnbayes at {args.before}{described}, after = this tree; one torch thread, one subprocess "
                 "per fit; see the module docstring of benchmarks/speed/kalman_speedup.py")
-    text = header("TT Kalman filters before and after the block updates", protocol, fit_threads=1) + "\n".join(lines) + "\n"
+    text = (header("TT Kalman filters before and after the block updates", protocol, fit_threads=1)
+            + "\n".join(lines) + "\n")
     if args.defaults_rows:
         text += (f"\nWith no arguments on the first {args.defaults_rows} airline training rows (D = 8), test on the first "
                  "2000 test rows (minutes of delay):\n\n" + "\n".join(defaults) + "\n")

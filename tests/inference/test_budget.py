@@ -158,6 +158,7 @@ def test_tnkf_smaller_budget_smaller_caps_and_given_settings_kept():
     # with a budget that fits it, but not with TNKF_LIFTED_CAPS_MARGIN to spare: the ladder's first rung
     model = _quiet(tnbayes.TNKF(time_budget=8 * lifted_cost * TNKF_LIFTED_CAPS_MARGIN * 0.99, **kwargs), X, y)
     assert model.budget_["settings"]["covariance_rank"] == 32 and len(model.budget_["ladder"]) == len(TNKF_RANK_LADDER)
+    assert any("(the state's full ranks)" in line and "the ladder instead" in line for line in model.fit_report_)
     model = _quiet(tnbayes.TNKF(time_budget=8 * lifted_cost * TNKF_LIFTED_CAPS_MARGIN * 1.01, **kwargs), X, y)
     assert model.budget_["settings"]["covariance_rank"] == 64
     seconds = [cost for _, cost in ladder]

@@ -101,6 +101,20 @@ def test_default_budget_lifts_the_caps_to_the_full_ranks_and_follows_the_closed_
     assert error(lifted) < 1e-4 and error(capped) > 0.1
 
 
+def test_lifted_caps_follow_max_rows_a_given_cap_and_the_free_memory(monkeypatch):
+    """120 rows (L's full rank 64): lifted with max_rows above n; not where a given covariance cap leaves nothing to
+    lift (the vectors' full rank 8 is below their caps), nor where the root at rank 64 would not fit in memory."""
+    X, y = _data(120)
+    settings = dict(lengthscale=[0.7, 0.9], outputscale=1.0, gamma=20.0, measurement_noise=1e-2, prior_variance=1.0)
+    assert tnbayes.TNKF(max_rows=1000, **settings).fit(X, y).truncation_["covariance"][1] == 64
+    given = tnbayes.TNKF(truncation={"covariance": (1e-4, 16)}, **settings).fit(X, y)
+    assert given.truncation_["covariance"] == (1e-4, 16) and len(given.budget_["ladder"]) == len(TNKF_RANK_LADDER)
+    assert not any("full ranks" in line for line in given.fit_report_)
+    monkeypatch.setattr("tnbayes.models._tnkf_budget.available_memory_bytes", lambda device=None: 2**20)
+    short = tnbayes.TNKF(**settings).fit(X, y)  # a root of rank 64 over modes 3·5·8 needs about 25 MB
+    assert short.truncation_["covariance"][1] == 32 and short.rows_processed_ == 120
+
+
 @pytest.mark.parametrize("n", [7, 30])
 def test_default_budget_keeps_the_default_caps_where_they_cannot_bind(n):
     """7 rows: a state of one core (no bond); 30 rows: modes 5·6, L's largest bond rank 25 < 32."""

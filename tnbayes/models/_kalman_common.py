@@ -53,15 +53,17 @@ class KalmanModelMixin:
         """The constructor arguments that fix these settings, for the over-budget warning."""
         raise NotImplementedError
 
-    def _store_plan(self, plan: BudgetPlan, **extra: Any) -> None:
-        """Set ``budget_`` (``time_budget``, ``extra``, the plan, ``settings["max_rows"]``), report the choice and
-        warn (:class:`~tnbayes.inference.budget.BudgetWarning`) when the plan is over the budget."""
+    def _store_plan(self, plan: BudgetPlan, *, first_fits: str | None = None, **extra: Any) -> None:
+        """Set ``budget_`` (``time_budget``, ``extra``, the plan, ``settings["max_rows"]``), report the choice (with
+        ``first_fits``, else :attr:`_budget_first_fits`, as the remark when the first candidate fits) and warn
+        (:class:`~tnbayes.inference.budget.BudgetWarning`) when the plan is over the budget."""
         time_budget = self.time_budget
         self.budget_ = {"time_budget": None if time_budget is None else float(time_budget), **extra, **plan.as_dict()}
         self.budget_["settings"]["max_rows"] = plan.rows
         line, warning = describe_plan(plan, model=type(self).__name__, time_budget=time_budget,
                                       settings_text=self._budget_settings_text,
-                                      default_text=self._budget_default_text, first_fits=self._budget_first_fits,
+                                      default_text=self._budget_default_text,
+                                      first_fits=first_fits or self._budget_first_fits,
                                       pass_text=self._budget_pass_text)
         self._report(line)
         if warning is not None:

@@ -26,6 +26,7 @@ from tnbayes.inference.budget import (
     plan_within_budget,
     tnkf_seconds_per_row,
 )
+from tnbayes._memory import available_memory_bytes
 from tnbayes.inference.kalman import Truncation
 from tnbayes.tensors.shapes import tensorize_shape, tt_bond_bounds
 
@@ -36,7 +37,8 @@ class TNKFBudgetMixin:
     """The budget's choice of rank caps, rows and training subset for a TNKF-like model (``time_budget``,
     ``truncation``, ``max_rows``, ``block_size``, ``max_factor``, ``mode_size`` and the fitted ``tt_shape_``; the
     model names its settings with ``_budget_settings_text`` of
-    :class:`~tnbayes.models._kalman_common.KalmanModelMixin`)."""
+    :class:`~tnbayes.models._kalman_common.KalmanModelMixin`, and sizes its covariance root with ``_root_bytes`` and
+    ``_ROOT_MEMORY_SHARE``)."""
 
     _BUDGETED = ("covariance", "gain", "innovation")
 
@@ -102,23 +104,24 @@ class TNKFBudgetMixin:
             return plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=given_max_rows(self.max_rows, n),
                                       chosen=[f"{q}_rank" for q in budgeted], cost_unknown=cost_unknown)
 
-        wanted_rows = given_max_rows(self.max_rows, n) or n
-        plan, self._lifted_caps = None, False
-        lifted = self._lifted_candidate(budgeted, rules, ladder[0])
-        if lifted is not None and budget is not None and self.block_size_ == 1 and not on_subset and not cost_unknown:
-            # the state's full ranks (the exact filter up to the tolerances), where every row fits at them row by row
-            # with TNKF_LIFTED_CAPS_MARGIN to spare
-            candidates.insert(0, lifted)
-            plan = plan_for(1)
-            self._lifted_caps = plan.candidates_tried == 1 and plan.rows == wanted_rows \
-                and plan.predicted_seconds * TNKF_LIFTED_CAPS_MARGIN <= budget
-            if not self._lifted_caps:  # the ladder as without the rung
-                candidates.pop(0)
-                plan = None
-        if plan is None:
-            plan = plan_for(self.block_size_)
+        wanted_rows = min(n, given_max_rows(self.max_rows, n) or n)
+        lifted = self._lifted_candidate(budgeted, candidates[0]) \
+            if budget is not None and self.block_size_ == 1 and not on_subset and not cost_unknown else None
+        if lifted is not None:  # the state's full ranks, where every row fits at them with the margin to spare
+            lifted_seconds = wanted_rows * tnkf_seconds_per_row(self.tt_shape_, lifted["covariance_rank"],
+                                                                lifted["gain_rank"], lifted["innovation_rank"],
+                                                                row_ranks, mean_rank, 1)
+            if lifted_seconds * TNKF_LIFTED_CAPS_MARGIN <= budget:
+                candidates.insert(0, lifted)
+            else:
+                self._report(f"time budget: {self._budget_settings_text(lifted)} (the state's full ranks) on "
+                             f"{wanted_rows} rows are predicted to take {lifted_seconds:.3g} s, not "
+                             f"{TNKF_LIFTED_CAPS_MARGIN:g} times within the filter's {budget:.3g} s; the ladder "
+                             f"instead.")
+                lifted = None
+        plan = plan_for(self.block_size_)
         if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
-                and budget is not None and not self._lifted_caps \
+                and budget is not None and lifted is None \
                 and (not plan.within_budget or plan.rows < wanted_rows or plan.settings != plan.first_settings):
             # row by row would exceed the budget, or lower the caps or drop rows to fit it: blocks instead where
             # they reach higher caps or more rows (at the same caps and rows within the budget, rows one at a time
@@ -133,7 +136,7 @@ class TNKFBudgetMixin:
                 self.block_size_, plan = int(self._auto_block_size), blocks
         # the chosen plan (row by row or in blocks) cannot keep every row at the subset caps: a subset instead
         if not on_subset and self.max_rows == "auto" and budget is not None and n > TNKF_SUBSET_MIN_ROWS \
-                and not cost_unknown and not self._lifted_caps:
+                and not cost_unknown and lifted is None:
             floor = self._caps_candidate(*TNKF_SUBSET_CAPS, budgeted, rules)
             if plan.rows < n or plan.candidates_tried > candidates.index(floor) + 1:
                 subset_size = self._subset_size(n, budget, floor, row_ranks, mean_rank)
@@ -149,26 +152,24 @@ class TNKFBudgetMixin:
         rules = dict(rules)
         for q in budgeted:
             rules[q] = Truncation(rules[q].tol, plan.settings[f"{q}_rank"])
-        self._store_plan(plan)
+        self._store_plan(plan, first_fits="the state's full ranks fit" if lifted is not None else None)
         return rules, plan.rows, None
 
-    def _lifted_candidate(self, budgeted: list[str], rules: dict[str, Truncation],
-                          first: tuple[int, int]) -> dict[str, int | None] | None:
+    def _lifted_candidate(self, budgeted: list[str], first: dict[str, int | None]) -> dict[str, int | None] | None:
         """The rung above the ladder: the budgeted caps at the largest ranks the state's TT modes allow (L's: the
-        squares of a vector's, :func:`~tnbayes.tensors.tt_bond_bounds`) and never below the ladder's ``first`` caps,
-        so that only the tolerances truncate; None when those caps cannot bind anyway (no budgeted quantity, or the
-        first rung's caps are already the full ranks)."""
+        squares of a vector's, :func:`~tnbayes.tensors.tt_bond_bounds`), never below those of the ladder's
+        ``first`` candidate, so that only the tolerances (and any cap given in ``truncation``) truncate. None where
+        it is that candidate (its caps cannot bind, or none is budgeted) or where the root at its rank would not fit
+        in memory (``_root_bytes``, ``_ROOT_MEMORY_SHARE`` of the free memory: the model's own memory check)."""
         bounds = tt_bond_bounds(self.tt_shape_)  # none for a state of one core
-        covariance, vector = max((b * b for b in bounds), default=1), max(bounds, default=1)
-        if not budgeted or (covariance <= first[0] and vector <= first[1]):
+        full = {"covariance": max((b * b for b in bounds), default=1), "gain": max(bounds, default=1)}
+        full["innovation"] = full["gain"]
+        lifted = {f"{q}_rank": max(full[q], first[f"{q}_rank"]) if q in budgeted else first[f"{q}_rank"]
+                  for q in self._BUDGETED}
+        if lifted == first:
             return None
-        return self._caps_candidate(max(covariance, first[0]), max(vector, first[1]), budgeted, rules)
-
-    @property
-    def _budget_first_fits(self) -> str:
-        """The fit report's remark when the first rung fits: the lifted caps or the default ones."""
-        return ("the state's full ranks fit: only the tolerances truncate" if getattr(self, "_lifted_caps", False)
-                else "the default caps fit")
+        rank, free = lifted["covariance_rank"], available_memory_bytes(self.device_)
+        return None if rank is not None and self._root_bytes(rank) > self._ROOT_MEMORY_SHARE * free else lifted
 
     def _caps_candidate(self, covariance: int, gain: int, budgeted: list[str],
                         rules: dict[str, Truncation]) -> dict[str, int | None]:

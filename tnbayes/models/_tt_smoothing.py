@@ -14,7 +14,7 @@ from tnbayes.data import StreamedRows
 from tnbayes.inference.budget import TT_SMOOTHING_PLANNED_SWEEPS, largest_rows_within_budget, tt_smoothing_seconds
 from tnbayes.inference.tt_als import TTALS, TTLaplace
 from tnbayes.selection.calibration import held_out_count, held_out_rows, proportional_noise_estimate
-from tnbayes.tensors import TTVector, has_tt_state, tt_from_state, tt_state
+from tnbayes.tensors import TTVector, has_tt_state, tt_bond_bounds, tt_from_state, tt_state
 
 #: rows per chunk of the smoothing's normal equations
 SMOOTHING_CHUNK_ROWS = 4096
@@ -26,8 +26,7 @@ class TTSmoothingMixin:
     def _smooths(self, num_modes: int, num_basis: int, max_rank: int | None) -> bool:
         """Whether ALS smoothing runs: asked for, no forgetting, and a rank cap below the largest TT rank of K =
         ``num_modes`` modes of size M (otherwise the filter is exact up to ``tol`` and its mean the MAP)."""
-        full_rank = max(min(int(num_basis) ** k, int(num_basis) ** (int(num_modes) - k))
-                        for k in range(int(num_modes) + 1))
+        full_rank = max(tt_bond_bounds([int(num_basis)] * int(num_modes)), default=1)
         return (self.smoothing == "als" and float(self.forgetting_factor) == 1.0 and max_rank is not None
                 and int(max_rank) < full_rank)
 

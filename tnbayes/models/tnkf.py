@@ -272,8 +272,9 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
         with), ``settings`` (``covariance_rank``, ``gain_rank``, ``innovation_rank``, ``max_rows``), ``chosen``
         (those the budget filled in), ``rows``, ``num_rows``, ``predicted_seconds_per_row``,
         ``predicted_seconds``, ``within_budget``, ``default_settings`` and ``default_seconds`` (the first
-        candidate over every row), ``ladder`` (every candidate with its predicted seconds per row), ``training_rows``
-        (only when the budget fitted on ``subset_``: the rows given; ``num_rows`` is the subset's), and after the
+        candidate over every row: where the budget lifted the caps, the state's full ranks), ``ladder`` (every
+        candidate with its predicted seconds per row), ``training_rows`` (only when the budget fitted on
+        ``subset_``: the rows given; ``num_rows`` is the subset's), and after the
         fit ``hyperparameter_seconds``, ``filter_seconds``, ``seconds_per_row`` and ``fit_seconds`` (measured),
         ``planned_rows`` (= ``rows``) and ``stopped_at_deadline`` (whether the budget's deadline left out rows, see
         ``time_budget``).
@@ -403,19 +404,27 @@ class TNKF(KernelRowsMixin, TNKFBudgetMixin, KalmanModelMixin, BaseModel):
             return self.kernel_module_(X1, X2).to_dense()
 
     # ------------------------------------------------------------------ fitting
+    #: share of the free memory that the covariance root at its rank cap may take (:meth:`_root_bytes`)
+    _ROOT_MEMORY_SHARE = 0.5
+
+    def _root_bytes(self, rank: int) -> int:
+        """Estimated bytes of the filter's covariance root at TT rank ``rank`` over the state's modes, with the
+        work of its update."""
+        return 4 * len(self.tt_shape_) * rank * rank * max(self.tt_shape_) ** 2 * (torch.finfo(self.dtype_).bits // 8)
+
     def _check_memory(self, rules: dict[str, Truncation]) -> None:
-        bytes_per = torch.finfo(self.dtype_).bits // 8
         rank = rules["covariance"].max_rank
         if rank is None:
             return  # rank-adaptive; no a-priori bound
-        check_fits_in_memory(4 * len(self.tt_shape_) * rank * rank * max(self.tt_shape_) ** 2 * bytes_per,
+        check_fits_in_memory(self._root_bytes(rank),
                              f"A covariance square root of TT rank {rank} over modes {self.tt_shape_}",
-                             "lower truncation['covariance'] max_rank", self.device_, fraction=0.5)
+                             "lower truncation['covariance'] max_rank", self.device_, fraction=self._ROOT_MEMORY_SHARE)
 
     # ------------------------------------------------------------------ time budget
     _budget_given_instead = "lengthscale, measurement_noise and prior_variance"
     _deadline_left_out = "The rows left out are spread evenly over the stream"
     _lost_data_advice = "stream fewer rows (max_rows, or the default time_budget), or raise truncation's rank caps."
+    _budget_first_fits = "the default caps fit"
 
     def _caps_text(self, settings: Mapping[str, Any]) -> str:
         """``"16/8/8"``: the covariance/gain/innovation rank caps of ``settings`` (∞: none)."""

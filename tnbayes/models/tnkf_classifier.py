@@ -33,10 +33,9 @@ class TNKFClassifier(BinaryClassifierMixin, TNKF):
         and γ by k-fold cross-validated accuracy of the dense LS-SVM on at most ``hyper_max_points``
         training points (see Notes), then ``prior_variance = 1`` and a measurement noise
         ``R = 1e-6 · mean_i ‖c_i‖²``, so that the filter computes that LS-SVM (R → 0). Neither wins
-        everywhere (two spirals, 2 turns, every 4th point held out, test accuracy of the filter with
-        default truncations: N = 256: ML 1.000, CV 0.922; N = 512: ML 0.898, CV 0.891). The CV often
-        prefers large γ, whose ill-conditioned rows need a covariance of higher TT rank than the default
-        cap to be reproduced by the filter.
+        everywhere (the measurements are in the TNKF model page). The CV often prefers large γ, whose
+        ill-conditioned rows need a covariance of higher TT rank than the default cap to be reproduced by
+        the filter.
     cv_folds : int
         Folds of the cross-validation.
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
+from tnbayes.tensors.shapes import tt_bond_bounds
 from tnbayes.tensors.tt_rounding import gram_rank, uses_gram_route
 
 __all__ = ["tt_svd_batched"]
@@ -65,9 +66,10 @@ def tt_svd_batched(tensors: torch.Tensor, shape: Sequence[int], *, tol: float = 
     deltas = (tol * torch.linalg.vector_norm(tensors, dim=1) / math.sqrt(max(d - 1, 1))).tolist()
     gram = uses_gram_route(tensors.dtype, tol, max_rank)
 
+    bounds = (1, *tt_bond_bounds(shape), 1)
+
     def largest_rank(bond: int) -> int:  # of any TT of these modes at bond k (after core k − 1), under the cap
-        bound = min(math.prod(shape[:bond]), math.prod(shape[bond:]))
-        return bound if max_rank is None else min(bound, int(max_rank))
+        return bounds[bond] if max_rank is None else min(bounds[bond], int(max_rank))
 
     left_cores: list[torch.Tensor] = []
     right_cores: list[torch.Tensor] = []
