@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from tnbayes._memory import available_memory_bytes
 from tnbayes.inference.budget import (
     TNKF_LIFTED_CAPS_MARGIN,
     TNKF_RANK_LADDER,
@@ -26,7 +27,6 @@ from tnbayes.inference.budget import (
     plan_within_budget,
     tnkf_seconds_per_row,
 )
-from tnbayes._memory import available_memory_bytes
 from tnbayes.inference.kalman import Truncation
 from tnbayes.tensors.shapes import tensorize_shape, tt_bond_bounds
 
@@ -115,9 +115,8 @@ class TNKFBudgetMixin:
                 candidates.insert(0, lifted)
             else:
                 self._report(f"time budget: {self._budget_settings_text(lifted)} (the state's full ranks) on "
-                             f"{wanted_rows} rows are predicted to take {lifted_seconds:.3g} s, not "
-                             f"{TNKF_LIFTED_CAPS_MARGIN:g} times within the filter's {budget:.3g} s; the ladder "
-                             f"instead.")
+                             f"{wanted_rows} rows are predicted to take {lifted_seconds:.3g} s, more than "
+                             f"1/{TNKF_LIFTED_CAPS_MARGIN:g} of the filter's {budget:.3g} s; the ladder instead.")
                 lifted = None
         plan = plan_for(self.block_size_)
         if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
