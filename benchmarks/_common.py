@@ -73,9 +73,18 @@ def default_data_dir() -> None:
 
 
 def machine_description(fit_threads: int | None = None) -> str:
-    """One line naming the CPU/GPU, core count, Python and torch versions, and the torch threads: this process's,
-    or ``fit_threads`` per fit where every fit runs in a subprocess of its own (this process's count says nothing
-    of those)."""
+    """One line naming the CPU/GPU, core count, Python and torch versions, and the torch threads.
+
+    Parameters
+    ----------
+    fit_threads : int, optional
+        The torch threads of each fit where every fit runs in a subprocess of its own (this process's count says
+        nothing of those); None: this process's count.
+
+    Returns
+    -------
+    str
+    """
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as fh:

@@ -136,9 +136,10 @@ def test_tnkf_held_to_its_deadline_streams_rows_spread_over_the_given_order(monk
     X, y = _rows(n)
     order = np.argsort(X[:, 0])  # sorted inputs: a prefix of the stream would see only the left of the data
     X, y = X[order], y[order]
-    # the default caps given: a huge budget would otherwise lift them to the state's full ranks (slow at 600 rows)
+    # the default covariance cap given: a huge budget would otherwise lift it to the state's full rank (slow at 600
+    # rows; the vectors' full ranks are below their caps)
     fixed = dict(lengthscale=0.5, measurement_noise=0.01, prior_variance=1.0, block_size=1, time_budget=1e9,
-                 stream_order="given", truncation=dict(DEFAULT_TRUNCATION))
+                 stream_order="given", truncation={"covariance": DEFAULT_TRUNCATION["covariance"]})
     with pytest.warns(BudgetWarning, match=f"left the filter {MIN_ROWS} of the {n} planned rows"):
         model = tnbayes.TNKF(**fixed).fit(X, y)
     assert model.rows_processed_ == MIN_ROWS and model.budget_["stopped_at_deadline"]
@@ -167,7 +168,7 @@ def test_tnkf_and_tt_kalman_given_rows_are_never_cut(monkeypatch):
     monkeypatch.setattr("tnbayes.models._kalman_common.DEADLINE_GRACE", -1.0)
     X, y = _rows(400)
     tnkf = tnbayes.TNKF(lengthscale=0.5, measurement_noise=0.01, prior_variance=1.0, max_rows=None,
-                        time_budget=1e9, truncation=dict(DEFAULT_TRUNCATION)).fit(X, y)
+                        time_budget=1e9, truncation={"covariance": DEFAULT_TRUNCATION["covariance"]}).fit(X, y)
     assert tnkf.rows_processed_ == 400 and not tnkf.budget_["stopped_at_deadline"]
     tt = tnbayes.TTKalmanGP(lengthscale=0.5, outputscale=1.0, noise_variance=0.01, max_rows=400,
                             time_budget=1e9).fit(X, y)

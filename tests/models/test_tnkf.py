@@ -89,6 +89,7 @@ def test_default_budget_lifts_the_caps_to_the_full_ranks_and_follows_the_closed_
     full = max(b * b for b in tt_bond_bounds(lifted.tt_shape_))
     assert full == 64 and lifted.truncation_["covariance"] == (1e-4, full) and capped.truncation_["covariance"][1] == 32
     assert lifted.budget_["settings"]["covariance_rank"] == full and lifted.rows_processed_ == 120
+    assert lifted.block_size == "auto" and lifted.block_size_ == 1  # the rung is row by row
     assert any("the state's full ranks fit" in line for line in lifted.fit_report_)
     _, A = _dual_system(lifted, X)
     targets = (y - y.mean())[lifted.row_order_]  # α's order, as A's rows and columns
@@ -106,13 +107,18 @@ def test_lifted_caps_follow_max_rows_a_given_cap_and_the_free_memory(monkeypatch
     lift (the vectors' full rank 8 is below their caps), nor where the root at rank 64 would not fit in memory."""
     X, y = _data(120)
     settings = dict(lengthscale=[0.7, 0.9], outputscale=1.0, gamma=20.0, measurement_noise=1e-2, prior_variance=1.0)
-    assert tnbayes.TNKF(max_rows=1000, **settings).fit(X, y).truncation_["covariance"][1] == 64
+    assert tnbayes.TNKF(max_rows=10**6, **settings).fit(X, y).truncation_["covariance"][1] == 64  # 120 rows, not 10⁶
+    # blocks, and a tolerance without a cap (beyond the cost model), keep the ladder whatever the budget
+    assert tnbayes.TNKF(block_size=16, time_budget=1e9, **settings).fit(X, y).truncation_["covariance"][1] == 32
+    unknown = tnbayes.TNKF(truncation={"gain": 1e-3}, time_budget=1e9, **settings).fit(X, y)
+    assert unknown.truncation_["covariance"][1] == 32 and unknown.budget_["cost_unknown"]
     given = tnbayes.TNKF(truncation={"covariance": (1e-4, 16)}, **settings).fit(X, y)
     assert given.truncation_["covariance"] == (1e-4, 16) and len(given.budget_["ladder"]) == len(TNKF_RANK_LADDER)
     assert not any("full ranks" in line for line in given.fit_report_)
     monkeypatch.setattr("tnbayes.models._tnkf_budget.available_memory_bytes", lambda device=None: 2**20)
     short = tnbayes.TNKF(**settings).fit(X, y)  # a root of rank 64 over modes 3·5·8 needs about 25 MB
     assert short.truncation_["covariance"][1] == 32 and short.rows_processed_ == 120
+    assert any("would need about" in line and "the ladder instead" in line for line in short.fit_report_)
 
 
 @pytest.mark.parametrize("n", [7, 30])

@@ -22,6 +22,7 @@ from tnbayes.inference.budget import (
     TNKF_SUBSET_CAPS,
     TNKF_SUBSET_MIN_ROWS,
     filter_budget,
+    format_seconds,
     given_max_rows,
     largest_rows_within_budget,
     plan_within_budget,
@@ -46,7 +47,9 @@ class TNKFBudgetMixin:
                      rules: dict[str, Truncation], elapsed_seconds: float = 0.0, *,
                      on_subset: bool = False) -> tuple[dict[str, Truncation], int, int | None]:
         """Rank caps and rows within ``time_budget``, or the size of the random subset to fit on instead; sets
-        ``budget_``, reports the choice and warns when over (not when it returns a subset size).
+        ``budget_``, reports the choice and warns when over (not when it returns a subset size). Row by row, the
+        rung above the ladder (:meth:`_lifted_candidate`) comes first where every row fits at it with
+        :data:`~tnbayes.inference.budget.TNKF_LIFTED_CAPS_MARGIN` to spare.
 
         Parameters
         ----------
@@ -115,8 +118,9 @@ class TNKFBudgetMixin:
                 candidates.insert(0, lifted)
             else:
                 self._report(f"time budget: {self._budget_settings_text(lifted)} (the state's full ranks) on "
-                             f"{wanted_rows} rows are predicted to take {lifted_seconds:.3g} s, more than "
-                             f"1/{TNKF_LIFTED_CAPS_MARGIN:g} of the filter's {budget:.3g} s; the ladder instead.")
+                             f"{wanted_rows} rows are predicted to take {format_seconds(lifted_seconds)}, more than "
+                             f"1/{TNKF_LIFTED_CAPS_MARGIN:g} of the filter's {format_seconds(budget)}; the ladder "
+                             f"instead.")
                 lifted = None
         plan = plan_for(self.block_size_)
         if self.block_size == "auto" and self._auto_block_size > 1 and float(self.forgetting_factor) == 1.0 \
@@ -168,7 +172,12 @@ class TNKFBudgetMixin:
         if lifted == first:
             return None
         rank, free = lifted["covariance_rank"], available_memory_bytes(self.device_)
-        return None if rank is not None and self._root_bytes(rank) > self._ROOT_MEMORY_SHARE * free else lifted
+        if rank is not None and self._root_bytes(rank) > self._ROOT_MEMORY_SHARE * free:
+            self._report(f"time budget: a covariance root at the state's full rank {rank} would need about "
+                         f"{self._root_bytes(rank) / 2**30:.3g} GiB of the {free / 2**30:.3g} GiB free; the ladder "
+                         f"instead.")
+            return None
+        return lifted
 
     def _caps_candidate(self, covariance: int, gain: int, budgeted: list[str],
                         rules: dict[str, Truncation]) -> dict[str, int | None]:
