@@ -100,20 +100,20 @@ class TNKFBudgetMixin:
         # tolerances) with the constants of capped ranks, so its figures are no prediction and choose nothing
         cost_unknown = any(candidates[-1][f"{q}_rank"] is None and rules[q].tol > 0 for q in self._BUDGETED)
 
+        def seconds_per_row(candidate: Mapping[str, Any], block_size: int) -> float:
+            return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
+                                        candidate["innovation_rank"], row_ranks, mean_rank, block_size)
+
         def plan_for(block_size: int):
-            def seconds_per_row(candidate: Mapping[str, Any]) -> float:
-                return tnkf_seconds_per_row(self.tt_shape_, candidate["covariance_rank"], candidate["gain_rank"],
-                                            candidate["innovation_rank"], row_ranks, mean_rank, block_size)
-            return plan_within_budget(candidates, seconds_per_row, n, budget, max_rows=given_max_rows(self.max_rows, n),
+            return plan_within_budget(candidates, lambda candidate: seconds_per_row(candidate, block_size), n, budget,
+                                      max_rows=given_max_rows(self.max_rows, n),
                                       chosen=[f"{q}_rank" for q in budgeted], cost_unknown=cost_unknown)
 
         wanted_rows = min(n, given_max_rows(self.max_rows, n) or n)
         lifted = self._lifted_candidate(budgeted, candidates[0]) \
             if budget is not None and self.block_size_ == 1 and not on_subset and not cost_unknown else None
         if lifted is not None:  # the state's full ranks, where every row fits at them with the margin to spare
-            lifted_seconds = wanted_rows * tnkf_seconds_per_row(self.tt_shape_, lifted["covariance_rank"],
-                                                                lifted["gain_rank"], lifted["innovation_rank"],
-                                                                row_ranks, mean_rank, 1)
+            lifted_seconds = wanted_rows * seconds_per_row(lifted, 1)
             if lifted_seconds * TNKF_LIFTED_CAPS_MARGIN <= budget:
                 candidates.insert(0, lifted)
             else:
@@ -172,10 +172,10 @@ class TNKFBudgetMixin:
         if lifted == first:
             return None
         rank, free = lifted["covariance_rank"], available_memory_bytes(self.device_)
-        if rank is not None and self._root_bytes(rank) > self._ROOT_MEMORY_SHARE * free:
+        needed = 0 if rank is None else self._root_bytes(rank)
+        if needed > self._ROOT_MEMORY_SHARE * free:
             self._report(f"time budget: a covariance root at the state's full rank {rank} would need about "
-                         f"{self._root_bytes(rank) / 2**30:.3g} GiB of the {free / 2**30:.3g} GiB free; the ladder "
-                         f"instead.")
+                         f"{needed / 2**30:.3g} GiB of the {free / 2**30:.3g} GiB free; the ladder instead.")
             return None
         return lifted
 
